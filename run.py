@@ -1,0 +1,38 @@
+"""Hydra entry point: `python run.py experiment=locomo system=mosaic llm=vllm ...`.
+
+Composes the config, runs one table cell through eval.runner and returns the main metric
+(so Hydra sweepers can optimise it). The last line printed is the path of metrics.json.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("MEM0_TELEMETRY", "False")
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig
+
+from eval.runner import ConfigError, run
+
+
+@hydra.main(version_base="1.3", config_path="conf", config_name="config")
+def main(cfg: DictConfig) -> float | None:
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    try:
+        metrics = run(cfg, overrides=list(HydraConfig.get().overrides.task))
+    except ConfigError as err:
+        print(f"config error: {err}", file=sys.stderr)
+        raise SystemExit(2) from None
+    main_metric = metrics.get("main_metric")
+    return float(main_metric) if isinstance(main_metric, int | float) else None
+
+
+if __name__ == "__main__":
+    main()

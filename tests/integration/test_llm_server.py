@@ -1,0 +1,32 @@
+"""The real local llama.cpp server: structured output, and the vLLM code path against it."""
+
+from __future__ import annotations
+
+import pytest
+
+from mosaic.llm import OpenAICompatClient
+
+pytestmark = pytest.mark.integration
+
+PERSON = {
+    "type": "object",
+    "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
+    "required": ["name", "age"],
+    "additionalProperties": False,
+}
+
+
+def test_json_schema_output_from_local_server(small_llm):
+    out = small_llm.chat_json([{"role": "user", "content": "Bob is 42 years old. Give his name and age."}], PERSON)
+    assert out == {"name": "Bob", "age": 42}
+
+
+def test_vllm_path_against_a_separately_started_server(small_llm, tmp_path):
+    """`llm=vllm llm.base_url=...`: health check, served model id from /v1/models, same chat path."""
+    remote = OpenAICompatClient(base_url=small_llm.base_url, model=None, health_timeout_s=30, cache_path=str(tmp_path / "c.sqlite"))
+    assert remote.model_id  # read from the server
+    result = remote.chat([{"role": "user", "content": "Reply with the single word: pong"}], max_tokens=5, purpose="ping")
+    assert "pong" in result.text.lower()
+    assert result.prompt_tokens > 0 and result.completion_tokens > 0
+    assert remote.usage.by_purpose["ping"]["calls"] == 1
+    remote.close()

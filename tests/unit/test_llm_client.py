@@ -1,0 +1,113 @@
+"""LLM client control flow against a tiny canned OpenAI-style HTTP server (no model needed)."""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from mosaic.llm import LLMError, LLMOutputError, OpenAICompatClient, ResponseCache, free_port, usage_since
+
+
+class _Handler(BaseHTTPRequestHandler):
+    replies: list[tuple[int, str]] = []
+    seen: list[dict] = []
+
+    def log_message(self, *args):  # keep test output clean
+        pass
+
+    def do_GET(self):
+        body = json.dumps({"data": [{"id": "served-model"}]}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_POST(self):
+        payload = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        type(self).seen.append(payload)
+        status, content = type(self).replies.pop(0) if type(self).replies else (200, "ok")
+        body = json.dumps(
+            {"choices": [{"message": {"content": content}}], "usage": {"prompt_tokens": 7, "completion_tokens": 3}}
+        ).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.end_headers()
+        self.wfile.write(body)
+
+
+@pytest.fixture
+def server():
+    _Handler.replies = []
+    _Handler.seen = []
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_port}"
+    httpd.shutdown()
+
+
+def test_cache_key_covers_whole_request():
+    base = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "temperature": 0}
+    assert ResponseCache.key(base) == ResponseCache.key(dict(reversed(list(base.items()))))
+    assert ResponseCache.key(base) != ResponseCache.key({**base, "model": "other"})
+    assert ResponseCache.key(base) != ResponseCache.key({**base, "temperature": 0.5})
+    assert ResponseCache.key(base) != ResponseCache.key({**base, "response_format": {"type": "json_schema"}})
+    assert ResponseCache.key(base) != ResponseCache.key({**base, "messages": [{"role": "user", "content": "hi!"}]})
+
+
+def test_reads_served_model_id_and_counts(server, tmp_path):
+    client = OpenAICompatClient(base_url=server, cache_path=str(tmp_path / "c.sqlite"), health_timeout_s=5)
+    assert client.model_id == "served-model"
+    _Handler.replies = [(200, "first")]
+    before = client.usage
+    first = client.chat([{"role": "user", "content": "q"}], purpose="answer")
+    second = client.chat([{"role": "user", "content": "q"}], purpose="answer")
+    assert (first.text, first.cached) == ("first", False)
+    assert (second.text, second.cached) == ("first", True)
+    assert len(_Handler.seen) == 1  # the second came from the cache
+    spent = usage_since(before, client.usage)
+    assert spent.calls == 2 and spent.cached_calls == 1
+    assert spent.by_purpose["answer"] == {"calls": 2, "prompt_tokens": 14, "completion_tokens": 6}
+
+
+def test_retries_transient_errors_then_succeeds(server):
+    client = OpenAICompatClient(base_url=server, model="m", max_retries=3)
+    _Handler.replies = [(503, "busy"), (200, "fine")]
+    assert client.chat([{"role": "user", "content": "x"}]).text == "fine"
+    assert len(_Handler.seen) == 2
+
+
+def test_dead_server_gives_clear_error_after_bounded_retries():
+    client = OpenAICompatClient(base_url=f"http://127.0.0.1:{free_port()}", model="m", max_retries=2, timeout_s=2)
+    with pytest.raises(LLMError, match="unreachable after 2 tries"):
+        client.chat([{"role": "user", "content": "x"}])
+
+
+def test_schema_breaking_output_is_retried_then_raised(server):
+    client = OpenAICompatClient(base_url=server, model="m")
+    _Handler.replies = [(200, "not json"), (200, '{"label": "ok"}')]
+    assert client.chat_json([{"role": "user", "content": "x"}], {"type": "object"}) == {"label": "ok"}
+    _Handler.replies = [(200, "nope"), (200, "still nope")]
+    with pytest.raises(LLMOutputError):
+        client.chat_json([{"role": "user", "content": "y"}], {"type": "object"})
+    assert _Handler.seen[-1]["seed"] == 1  # the retry asked with a new seed
+
+
+def test_api_key_comes_from_environment_and_is_not_cached(server, tmp_path, monkeypatch):
+    monkeypatch.setenv("MY_KEY", "sk-secret-value")
+    client = OpenAICompatClient(base_url=server, model="m", api_key_env="MY_KEY", cache_path=str(tmp_path / "c.sqlite"))
+    client.chat([{"role": "user", "content": "x"}])
+    assert b"sk-secret-value" not in (tmp_path / "c.sqlite").read_bytes()
+    monkeypatch.delenv("MY_KEY")
+    fresh = OpenAICompatClient(base_url=server, model="m", api_key_env="MY_KEY")
+    with pytest.raises(LLMError, match="MY_KEY"):
+        fresh.chat([{"role": "user", "content": "z"}])
+
+
+def test_json_tolerates_code_fence(server):
+    client = OpenAICompatClient(base_url=server, model="m")
+    _Handler.replies = [(200, '```json\n{"a": 1}\n```')]
+    assert client.chat([{"role": "user", "content": "x"}]).json() == {"a": 1}
