@@ -22,6 +22,7 @@ from hydra.utils import get_class, instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from eval.context import RunContext
+from eval.tables import to_markdown
 
 log = logging.getLogger("mosaic_bench")
 
@@ -175,7 +176,7 @@ def run(cfg: DictConfig, overrides: list[str] | None = None) -> dict[str, Any]:
 def _finish(cfg: DictConfig, run_dir: Path, metrics: dict[str, Any], log_external: bool) -> None:
     benchmark_cls = get_class(metrics["metadata"]["benchmark_target"])
     table = benchmark_cls.make_table([metrics])
-    markdown = table.to_markdown() if hasattr(table, "to_markdown") else str(table)
+    markdown = to_markdown(table)
     (run_dir / "table.md").write_text(markdown + "\n")
     print(markdown)
     if log_external:

@@ -368,6 +368,11 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def default_model_name(model: str) -> str:
+    """The id a local model is served (and cached) under: the known name, or the file's name."""
+    return Path(model).name.removesuffix(".gguf") if model.endswith(".gguf") else model
+
+
 class LocalLLM(OpenAICompatClient):
     """xllamacpp's in-process OpenAI-compatible server on 127.0.0.1, started on first use.
 
@@ -391,7 +396,7 @@ class LocalLLM(OpenAICompatClient):
     ) -> None:
         super().__init__(
             base_url="",
-            model=model_name or Path(model).stem,
+            model=model_name or default_model_name(model),
             cache_path=cache_path,
             timeout_s=timeout_s,
             max_retries=max_retries,
