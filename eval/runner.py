@@ -76,7 +76,7 @@ def validate(cfg: DictConfig) -> None:
             raise ConfigError(f"no `{group}` chosen: add e.g. `{group}=...` (see conf/{group}/)")
         if "_target_" not in cfg[group]:
             raise ConfigError(f"conf/{group}: missing `_target_` (the class to build)")
-    missing = OmegaConf.missing_keys(cfg)
+    missing = {f"{key}.{inner}" for key in cfg if key != "hydra" and isinstance(cfg[key], DictConfig) for inner in OmegaConf.missing_keys(cfg[key])}
     if missing:
         raise ConfigError(f"these config values must be set (they are ???): {sorted(missing)}; e.g. `llm.base_url=http://host:port`")
     for name in ("name",):

@@ -25,6 +25,7 @@ def _compose(overrides: list[str]):
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
         cfg = compose("config", overrides=overrides, return_hydra_config=True)
         HydraConfig.instance().set_config(cfg)
+        OmegaConf.set_readonly(cfg.hydra, False)
         with open_dict(cfg):
             cfg.hydra.runtime.cwd = str(CONF.parent)
         return cfg

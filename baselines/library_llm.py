@@ -1,0 +1,101 @@
+"""Meter and cache the LLM calls that outside libraries (Mem0, A-Mem) make on their own.
+
+Those libraries build their own ``openai.OpenAI`` client and call the server directly, past
+the harness's ``LLMClient``. ``LibraryLLMTap.install`` wraps that client's
+``chat.completions.create`` so that every call
+
+* is counted (calls, prompt/completion tokens as the server reports them, latency) in the
+  tap's own meter and in the harness LLM's meter, under ``purpose`` (e.g. ``mem0.extract``);
+* is answered from the harness's SQLite response cache when the identical request was made
+  before, so re-running a table costs nothing, as for every other system;
+* optionally runs at a fixed temperature/seed (the harness default is temperature 0) and,
+  when the library sends no ``max_tokens``, with a cap so a looping small model stops.
+
+The request the library builds (prompt, ``response_format``, sampling) is otherwise sent as is.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from mosaic.llm import ChatResult, ResponseCache, UsageMeter
+from mosaic.protocol import LLMUsage
+
+log = logging.getLogger(__name__)
+
+
+class LibraryLLMTap:
+    """Wraps one OpenAI client's ``chat.completions.create``; ``purpose`` may be changed between calls."""
+
+    def __init__(
+        self,
+        library: str,
+        harness_llm: Any,
+        purpose: str,
+        temperature: float | None = 0.0,
+        seed: int | None = 0,
+        max_tokens: int | None = None,
+    ) -> None:
+        self.library = library
+        self.purpose = purpose
+        self.temperature = temperature
+        self.seed = seed
+        self.max_tokens = max_tokens  # a default cap, for libraries that send none (A-Mem)
+        self.meter = UsageMeter()
+        self._harness_meter: UsageMeter | None = getattr(harness_llm, "meter", None)
+        self._cache: ResponseCache | None = getattr(harness_llm, "cache", None)
+        self.last_text = ""  # the latest response text, for adapters that check the library's parsing
+
+    @property
+    def usage(self) -> LLMUsage:
+        return self.meter.snapshot()
+
+    def install(self, openai_client: Any) -> None:
+        """Replace ``openai_client.chat.completions.create`` (on that instance only)."""
+        completions = openai_client.chat.completions
+        original = completions.create
+        if getattr(original, "_mosaic_tap", None) is not None:
+            return
+
+        def create(**request: Any) -> Any:
+            return self._call(original, request)
+
+        create._mosaic_tap = self  # type: ignore[attr-defined]
+        completions.create = create
+
+    def _call(self, original: Any, request: dict[str, Any]) -> Any:
+        from openai.types.chat import ChatCompletion
+
+        if self.temperature is not None:
+            request["temperature"] = self.temperature
+        if self.seed is not None:
+            request.setdefault("seed", self.seed)
+        if self.max_tokens is not None and "max_tokens" not in request and "max_completion_tokens" not in request:
+            request["max_tokens"] = self.max_tokens
+        key = ResponseCache.key({"library": self.library, **request}) if self._cache else None
+        hit = self._cache.get(key) if self._cache and key else None
+        if hit is not None:
+            response = ChatCompletion.model_validate(hit)
+            latency = 0.0
+        else:
+            started = time.perf_counter()
+            response = original(**request)
+            latency = time.perf_counter() - started
+            if self._cache and key:
+                self._cache.put(key, response.model_dump(mode="json"))
+        usage = response.usage
+        result = ChatResult(
+            text=(response.choices[0].message.content or "") if response.choices else "",
+            prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
+            completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
+            latency_s=latency,
+            cached=hit is not None,
+            model=str(request.get("model", "")),
+        )
+        self.last_text = result.text
+        self.meter.record(self.purpose, result)
+        if self._harness_meter is not None:
+            self._harness_meter.record(self.purpose, result)
+        return response

@@ -1,0 +1,379 @@
+"""Mem0 (PyPI ``mem0ai`` 2.x, open-source ``Memory``) behind the harness's MemorySystem protocol.
+
+The library runs for real: its own extraction prompt and pipeline, its FAISS vector store and
+SQLite history under the run folder, the harness's LLM endpoint (provider ``vllm``, which is
+the OpenAI API at ``llm.api_base``) and the harness's MiniLM embedder folder (provider
+``huggingface``, 384 dims). Ingestion follows Mem0's own LoCoMo evaluation: one Mem0 user per
+speaker of a conversation; each batch of ``batch_turns`` turns is added to every speaker's
+namespace, the speaker's own turns as role ``user`` and the others' as ``assistant``,
+content ``"<speaker>: <text>"``; search queries each speaker namespace and merges by score.
+
+What it reports (docs/baselines.md): mem0ai 2.x's open-source ``add`` is additive (its
+extraction prompt only emits ADD), so in practice it raises no conflict signal. The mapping
+below still handles UPDATE and DELETE, which older releases and the hosted platform return.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import json
+import logging
+import os
+import re
+from pathlib import Path
+from typing import Any, Callable
+
+from mosaic.llm import usage_since
+from mosaic.protocol import AddReport, ConflictEvent, Retrieved, StoredItem, Turn
+
+from baselines.library_llm import LibraryLLMTap
+
+log = logging.getLogger(__name__)
+
+MINILM_DIMS = 384
+
+# The session date the patched prompt builder gives Mem0 as "Observation Date"/"Current Date".
+_SESSION_DATE: contextvars.ContextVar[str | None] = contextvars.ContextVar("mem0_session_date", default=None)
+
+
+def mem0_results_to_report(
+    results: list[dict[str, Any]],
+    new_text: str,
+    source_turn_ids: list[str],
+    old_sources: Callable[[str], list[str]] = lambda memory_id: [],
+) -> AddReport:
+    """Map Mem0's add() events onto an AddReport.
+
+    ADD -> stored. UPDATE -> stored (the new text) and an ``update`` conflict event: the held
+    memory was rewritten by the new input. DELETE -> an ``update`` conflict event: Mem0 removes
+    a held memory because the new input contradicts it, i.e. the new information wins (not a
+    ``reject``, which would mean the *new* item is refused). NONE -> nothing changed.
+    Unknown events are counted as failures.
+    """
+    report = AddReport()
+    for item in results:
+        event = str(item.get("event", "")).upper()
+        memory_id = str(item.get("id", ""))
+        text = str(item.get("memory", "") or "")
+        if event == "ADD":
+            report.stored.append(StoredItem(memory_id, text, list(source_turn_ids)))
+        elif event == "UPDATE":
+            report.stored.append(StoredItem(memory_id, text, list(source_turn_ids)))
+            report.updated.append(
+                ConflictEvent(
+                    new_text=text,
+                    old_text=str(item.get("previous_memory", "") or ""),
+                    verdict="update",
+                    reason="mem0 UPDATE: held memory rewritten by the new input",
+                    new_source_turn_ids=list(source_turn_ids),
+                    old_source_turn_ids=old_sources(memory_id),
+                    old_memory_id=memory_id,
+                )
+            )
+        elif event == "DELETE":
+            report.updated.append(
+                ConflictEvent(
+                    new_text=new_text,
+                    old_text=text,
+                    verdict="update",
+                    reason="mem0 DELETE: held memory removed as contradicted by the new input",
+                    new_source_turn_ids=list(source_turn_ids),
+                    old_source_turn_ids=old_sources(memory_id),
+                    old_memory_id=memory_id,
+                )
+            )
+        elif event == "NONE":
+            continue
+        else:
+            log.warning("mem0 returned an unknown event %r; counted as a failure", event)
+            report.failures += 1
+    return report
+
+
+def speaker_messages(turns: list[Turn], own_speaker: str) -> list[dict[str, str]]:
+    """Mem0's LoCoMo convention: the namespace owner's turns are ``user``, everyone else ``assistant``."""
+    return [
+        {"role": "user" if turn.speaker == own_speaker else "assistant", "content": f"{turn.speaker}: {turn.text}"}
+        for turn in turns
+    ]
+
+
+def mem0_user_id(namespace: str, speaker: str, generation: int) -> str:
+    """Mem0 ids may not contain whitespace; the generation makes a reset start a fresh session scope."""
+    raw = f"{namespace}--{speaker}--g{generation}"
+    return re.sub(r"\s+", "_", raw.strip())
+
+
+def mem0_config(
+    api_base: str,
+    model_id: str,
+    api_key: str,
+    embedder_dir: str,
+    store_dir: Path,
+    max_tokens: int,
+    llm_provider: str = "vllm",
+    custom_instructions: str | None = None,
+) -> dict[str, Any]:
+    """The ``Memory.from_config`` dict: harness LLM endpoint, local MiniLM, FAISS + history under ``store_dir``."""
+    if llm_provider == "vllm":
+        llm = {"model": model_id, "vllm_base_url": api_base, "api_key": api_key, "max_tokens": max_tokens}
+    elif llm_provider == "openai":
+        llm = {"model": model_id, "openai_base_url": api_base, "api_key": api_key, "max_tokens": max_tokens}
+    else:
+        raise ValueError(f"system.llm_provider must be 'vllm' or 'openai', got {llm_provider!r}")
+    return {
+        "llm": {"provider": llm_provider, "config": llm},
+        "embedder": {
+            "provider": "huggingface",
+            "config": {"model": embedder_dir, "embedding_dims": MINILM_DIMS, "model_kwargs": {"device": "cpu"}},
+        },
+        "vector_store": {
+            "provider": "faiss",
+            "config": {
+                "collection_name": "mem0",
+                "path": str(store_dir / "faiss"),
+                "distance_strategy": "cosine",
+                "embedding_model_dims": MINILM_DIMS,
+            },
+        },
+        "history_db_path": str(store_dir / "history.db"),
+        "custom_instructions": custom_instructions or None,
+    }
+
+
+def _install_session_date_patch() -> None:
+    """Give Mem0's prompt the session date instead of today's date.
+
+    mem0ai 2.x's open-source ``add`` refuses a ``timestamp`` ("platform only") and fills the
+    prompt's Observation/Current Date with the wall clock. For LoCoMo the session date is the
+    right "now" (relative dates like "last week" resolve against it), and a fixed date keeps
+    the request, and so the response cache, stable from day to day.
+    """
+    import mem0.memory.main as mem0_main
+
+    original = mem0_main.generate_additive_extraction_prompt
+    if getattr(original, "_mosaic_session_date", False):
+        return
+
+    def build(*args: Any, **kwargs: Any) -> str:
+        date = _SESSION_DATE.get()
+        if date:
+            kwargs.setdefault("timestamp", date)
+            kwargs.setdefault("current_date", date)
+        return original(*args, **kwargs)
+
+    build._mosaic_session_date = True  # type: ignore[attr-defined]
+    mem0_main.generate_additive_extraction_prompt = build
+
+
+def _parses_as_mem0_json(text: str) -> bool:
+    """Mirror Mem0's own parsing so that output it silently drops is counted as a failure here."""
+    from mem0.memory.utils import extract_json, remove_code_blocks
+
+    body = remove_code_blocks(text or "")
+    if not body.strip():
+        return True  # Mem0 treats an empty answer as "nothing to extract"
+    for candidate in (body, extract_json(body)):
+        try:
+            return isinstance(json.loads(candidate, strict=False), dict)
+        except (json.JSONDecodeError, TypeError):
+            continue
+    return False
+
+
+class Mem0Memory:
+    """Mem0's open-source ``Memory`` on the harness LLM and embedder; one Mem0 user per speaker."""
+
+    def __init__(
+        self,
+        llm: Any,
+        embedder: Any,
+        workdir: str,
+        batch_turns: int = 2,
+        search_threshold: float = 0.0,
+        llm_provider: str = "vllm",
+        max_tokens: int = 2000,
+        temperature: float | None = 0.0,
+        session_date_as_observation_date: bool = True,
+        custom_instructions: str | None = None,
+        name: str = "mem0",
+    ) -> None:
+        if batch_turns < 1:
+            raise ValueError(f"system.batch_turns must be >= 1, got {batch_turns}")
+        if not 0.0 <= search_threshold <= 1.0:
+            raise ValueError(f"system.search_threshold must be in [0, 1], got {search_threshold}")
+        self.llm = llm
+        self.embedder = embedder
+        self.workdir = Path(workdir)
+        self.store_dir = self.workdir / "mem0"
+        self.batch_turns = batch_turns
+        self.search_threshold = search_threshold
+        self.llm_provider = llm_provider
+        self.max_tokens = max_tokens
+        self.session_date_as_observation_date = session_date_as_observation_date
+        self.custom_instructions = custom_instructions
+        self.name = name
+        self.tap = LibraryLLMTap("mem0", llm, purpose="mem0.extract", temperature=temperature)
+        self._memory: Any = None
+        self._registry_path = self.store_dir / "namespaces.json"
+        self._registry: dict[str, dict[str, Any]] = (
+            json.loads(self._registry_path.read_text()) if self._registry_path.exists() else {}
+        )
+        self._sources: dict[str, list[str]] = {}
+
+    # -- library ----------------------------------------------------------------------
+    @property
+    def memory(self) -> Any:
+        """Build Mem0 on first use (importing mem0 reads MEM0_DIR/MEM0_TELEMETRY, so set them first)."""
+        if self._memory is None:
+            self.store_dir.mkdir(parents=True, exist_ok=True)
+            os.environ["MEM0_TELEMETRY"] = "False"
+            os.environ.setdefault("MEM0_DIR", str(self.store_dir))
+            os.environ.setdefault("HF_HUB_OFFLINE", "1")
+            from mem0 import Memory
+
+            if self.session_date_as_observation_date:
+                _install_session_date_patch()
+            config = mem0_config(
+                api_base=self.llm.api_base,
+                model_id=self.llm.model_id,
+                api_key=self.llm.api_key,
+                embedder_dir=_embedder_dir(self.embedder),
+                store_dir=self.store_dir,
+                max_tokens=self.max_tokens,
+                llm_provider=self.llm_provider,
+                custom_instructions=self.custom_instructions,
+            )
+            self._memory = Memory.from_config(config)
+            self.tap.install(self._memory.llm.client)
+        return self._memory
+
+    def run_metadata(self) -> dict[str, Any]:
+        """What a run should record about how Mem0 ran here (search mode, versions)."""
+        from importlib.metadata import version
+
+        try:
+            import spacy  # noqa: F401
+
+            spacy_state = "installed (en_core_web_sm needs a download that is unreachable here)"
+        except ImportError:
+            spacy_state = "not installed"
+        return {
+            "library": "mem0ai",
+            "library_version": version("mem0ai"),
+            "search_mode": "semantic",
+            "search_mode_reason": "FAISS store has no keyword_search (no BM25); spaCy " + spacy_state
+            + " so entity boosts and lemmatisation are off",
+            "add_pipeline": "additive (mem0ai 2.x OSS: ADD events only)",
+            "search_threshold": self.search_threshold,
+            "batch_turns": self.batch_turns,
+            "session_date_as_observation_date": self.session_date_as_observation_date,
+            "custom_instructions": bool(self.custom_instructions),
+        }
+
+    # -- namespaces -------------------------------------------------------------------
+    def _entry(self, namespace: str) -> dict[str, Any]:
+        return self._registry.setdefault(namespace, {"generation": 0, "speakers": []})
+
+    def _save_registry(self) -> None:
+        self.store_dir.mkdir(parents=True, exist_ok=True)
+        tmp = self._registry_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self._registry, indent=1))
+        os.replace(tmp, self._registry_path)
+
+    def _user_ids(self, namespace: str) -> list[tuple[str, str]]:
+        entry = self._entry(namespace)
+        return [(s, mem0_user_id(namespace, s, entry["generation"])) for s in entry["speakers"]]
+
+    # -- MemorySystem -----------------------------------------------------------------
+    def reset(self, namespace: str) -> None:
+        for _, user_id in self._user_ids(namespace):
+            self.memory.delete_all(user_id=user_id)
+        entry = self._entry(namespace)
+        entry["generation"] += 1  # fresh session scope: Mem0's "last k messages" start empty
+        entry["speakers"] = []
+        self._save_registry()
+
+    def add(self, namespace: str, turns: list[Turn], session_time: str | None = None) -> AddReport:
+        entry = self._entry(namespace)
+        for turn in turns:
+            if turn.speaker not in entry["speakers"]:
+                entry["speakers"].append(turn.speaker)
+        self._save_registry()
+        report = AddReport(n_turns=len(turns))
+        before = self.tap.usage
+        for start in range(0, len(turns), self.batch_turns):
+            batch = turns[start : start + self.batch_turns]
+            when = batch[0].session_time or session_time
+            turn_ids = [turn.turn_id for turn in batch]
+            new_text = "\n".join(f"{turn.speaker}: {turn.text}" for turn in batch)
+            for speaker, user_id in self._user_ids(namespace):
+                report.merge(self._add_batch(batch, speaker, user_id, when, turn_ids, new_text))
+        report.usage = usage_since(before, self.tap.usage)
+        return report
+
+    def _add_batch(
+        self, batch: list[Turn], speaker: str, user_id: str, when: str | None, turn_ids: list[str], new_text: str
+    ) -> AddReport:
+        metadata: dict[str, Any] = {"source_turn_ids": turn_ids, "speaker": speaker}
+        if when:
+            metadata["session_time"] = when
+        token = _SESSION_DATE.set(when)
+        calls_before = self.tap.usage.calls
+        try:
+            out = self.memory.add(speaker_messages(batch, speaker), user_id=user_id, metadata=metadata)
+        finally:
+            _SESSION_DATE.reset(token)
+        results = out.get("results", []) if isinstance(out, dict) else list(out or [])
+        part = mem0_results_to_report(results, new_text, turn_ids, lambda mid: self._sources.get(mid, []))
+        for item in part.stored:
+            self._sources[item.memory_id] = list(turn_ids)
+        if self.tap.usage.calls > calls_before and not _parses_as_mem0_json(self.tap.last_text):
+            part.failures += 1  # Mem0 logs and drops unparsable extraction output
+        return part
+
+    def search(self, namespace: str, query: str, k: int) -> list[Retrieved]:
+        if k <= 0:
+            return []
+        found: list[Retrieved] = []
+        for speaker, user_id in self._user_ids(namespace):
+            out = self.memory.search(query, filters={"user_id": user_id}, top_k=k, threshold=self.search_threshold)
+            for item in out.get("results", []):
+                meta = item.get("metadata") or {}
+                found.append(
+                    Retrieved(
+                        text=f"({speaker}'s memory) {item.get('memory', '')}",
+                        score=float(item.get("score") or 0.0),
+                        timestamp=meta.get("session_time"),
+                        source_turn_ids=list(meta.get("source_turn_ids") or []),
+                        memory_id=str(item.get("id")),
+                    )
+                )
+        found.sort(key=lambda r: r.score, reverse=True)
+        return found[:k]
+
+    # -- Inspectable ------------------------------------------------------------------
+    def stored_items(self, namespace: str) -> list[StoredItem]:
+        items: list[StoredItem] = []
+        for speaker, user_id in self._user_ids(namespace):
+            out = self.memory.get_all(filters={"user_id": user_id}, top_k=100_000)
+            for item in out.get("results", []):
+                meta = item.get("metadata") or {}
+                items.append(
+                    StoredItem(
+                        str(item.get("id")),
+                        f"({speaker}'s memory) {item.get('memory', '')}",
+                        list(meta.get("source_turn_ids") or []),
+                    )
+                )
+        return items
+
+
+def _embedder_dir(embedder: Any) -> str:
+    """The harness embedder's local model folder (the packaged all-MiniLM-L6-v2 by default)."""
+    path = getattr(embedder, "model_path", None)
+    if path and Path(path).exists():
+        return str(path)
+    from mosaic.embed import packaged_model_dir
+
+    return str(packaged_model_dir())

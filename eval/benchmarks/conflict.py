@@ -1,0 +1,313 @@
+"""Injected-conflict benchmark (paper Table 3), with what the paper did not measure: false alarms.
+
+For each case the system holds exactly the case's context: each context is ingested once and
+snapshotted; before each probe the snapshot is restored (systems that are not ``Snapshottable``
+are reset and re-ingested). The probe is then written with ``system.add`` and the system's own
+``AddReport`` decides detection:
+
+* strict: some update/reject/flag event names, among its ``old_source_turn_ids``, a context turn
+  listed in the case's ``conflicts_with`` (turn ids are ``"<context>:<index>"``);
+* lenient: any update/reject/flag event at all.
+
+On non-conflicting probes any event is a false alarm. Misses are explained with
+system-agnostic proxies: the gold turn was not among the probe's ``radius_k`` nearest context
+turns by embedding ("out of neighbour radius"), the injected number stays within a factor of
+two of the true one ("plausible numbers"), the probe was held back by a confidence gate
+("queued by gate"), the event named another memory ("wrong memory"), or else the system's
+judgement said no conflict ("LLM verdict"). Rows go to ``cases.jsonl`` as they are produced,
+so a killed run resumes (the context is re-ingested once; the LLM cache makes that cheap).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import asdict
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from eval.benchmarks.conflict_suite import CONFLICT_TYPES, Suite, SuiteCase, load_suite
+from eval.context import RunContext
+from eval.metrics import bootstrap_ci
+from eval.tables import format_ci
+from mosaic.conflict import quantities
+from mosaic.protocol import AddReport, MemorySystem, Snapshottable
+
+log = logging.getLogger(__name__)
+
+# Paper values for Table 3 (MOSAIC paper, hypertension suite, 50 injected errors). Labelled column only.
+PAPER_COLUMN = "paper: MOSAIC 66 overall, numeric 64.3, semantic 69.2, logical 65.2, implicit 72.7, explicit 64.1; baselines 2-14%"
+PAPER_VALUES = {"overall": 66.0, "numeric": 64.3, "semantic": 69.2, "logical": 65.2, "explicit": 64.1, "implicit": 72.7}
+MISS_REASONS = ("out of neighbour radius", "plausible numbers", "LLM verdict", "queued by gate", "wrong memory")
+
+
+class ConflictBenchmark:
+    """Run an injected-conflict suite through any MemorySystem and score its AddReports."""
+
+    def __init__(
+        self,
+        suite: str,
+        name: str = "conflict",
+        context_session_time: str = "2024-01-01T09:00:00",
+        probe_session_time: str = "2024-02-01T09:00:00",
+        radius_k: int = 5,
+        limit_cases: int | None = None,
+        bootstrap_samples: int = 1000,
+        seed: int = 0,
+    ) -> None:
+        self.suite_path = suite
+        self.name = name
+        self.context_session_time = context_session_time
+        self.probe_session_time = probe_session_time
+        self.radius_k = int(radius_k)
+        self.limit_cases = limit_cases
+        self.bootstrap_samples = int(bootstrap_samples)
+        self.seed = int(seed)
+        self.suite: Suite = load_suite(suite)  # fail at construction on a malformed suite
+
+    # -- running ---------------------------------------------------------------------
+    def run(self, system: MemorySystem, ctx: RunContext) -> dict[str, Any]:
+        suite = self.suite
+        cases = suite.cases[: self.limit_cases] if self.limit_cases else suite.cases
+        rows = ctx.rows("cases", key_field="id")
+        ingests = ctx.rows("ingests", key_field="context")
+        snapshottable = isinstance(system, Snapshottable)
+        radius = self._radius_sets(ctx, cases)
+        for context_id in dict.fromkeys(c.context for c in cases):
+            pending = [c for c in cases if c.context == context_id and c.id not in rows]
+            if not pending:
+                continue
+            namespace = f"conflict-{suite.name}-{context_id}"
+            state = None
+            fresh = False
+            for case in pending:
+                if state is not None:
+                    system.restore(namespace, state)
+                elif not fresh:
+                    self._ingest(system, namespace, context_id, ingests)
+                    if snapshottable:
+                        state = system.snapshot(namespace)
+                fresh = False
+                started = time.perf_counter()
+                report = system.add(namespace, [suite.probe_turn(case, self.probe_session_time)], self.probe_session_time)
+                row = score_case(suite, case, report, radius.get(case.id))
+                row["seconds"] = round(time.perf_counter() - started, 3)
+                rows.append(row)
+                log.info("%s: conflict=%s strict=%s lenient=%s", case.id, case.conflict, row["detected_strict"], row["detected_lenient"])
+                if state is None:
+                    system.reset(namespace)  # not snapshottable: the next case re-ingests from scratch
+        done = [rows.get(c.id) for c in cases]
+        metrics = aggregate([r for r in done if r is not None], self.bootstrap_samples, self.seed)
+        metrics.update({
+            "suite": suite.name, "suite_path": self.suite_path, "radius_k": self.radius_k,
+            "snapshot_restore": snapshottable,
+            "conflict_signal": getattr(system, "conflict_signal", None),
+            "ingest": {r["context"]: r for r in ingests.rows()},
+        })  # fmt: skip
+        system_metrics = getattr(system, "metrics", None)
+        if callable(system_metrics):
+            metrics["system_metrics"] = system_metrics()
+        return metrics
+
+    def _ingest(self, system: MemorySystem, namespace: str, context_id: str, ingests: Any) -> None:
+        system.reset(namespace)
+        started = time.perf_counter()
+        report = system.add(namespace, self.suite.context_turns(context_id, self.context_session_time), self.context_session_time)
+        if context_id not in ingests:
+            ingests.append({
+                "context": context_id, "turns": report.n_turns, "stored": len(report.stored),
+                "queued": len(report.queued), "conflict_events": len(report.conflict_events),
+                "llm_calls": report.usage.calls, "seconds": round(time.perf_counter() - started, 2),
+            })  # fmt: skip
+
+    def _radius_sets(self, ctx: RunContext, cases: list[SuiteCase]) -> dict[str, list[int]]:
+        """Indices of each probe's ``radius_k`` nearest context turns (embedding proxy for the miss analysis)."""
+        out: dict[str, list[int]] = {}
+        try:
+            for context_id in dict.fromkeys(c.context for c in cases):
+                turns = self.suite.contexts[context_id]
+                held = np.asarray(ctx.embedder.encode([t["text"] for t in turns]))
+                mine = [c for c in cases if c.context == context_id]
+                probes = np.asarray(ctx.embedder.encode([c.probe_text for c in mine]))
+                for case, vec in zip(mine, probes):
+                    out[case.id] = [int(i) for i in np.argsort(-(held @ vec))[: self.radius_k]]
+        except Exception as err:  # the proxy only labels misses; the run itself does not depend on it
+            log.warning("neighbour-radius proxy unavailable (%s); misses are labelled without it", err)
+        return out
+
+    @staticmethod
+    def make_table(metrics_list: list[dict[str, Any]], convention: str | None = None) -> pd.DataFrame:
+        """Table 3: systems x (overall, numeric, semantic, logical, explicit, implicit, false alarms)."""
+        return conflict_table(metrics_list)
+
+
+# ------------------------------------------------------------------------------- scoring
+def score_case(suite: Suite, case: SuiteCase, report: AddReport, radius: list[int] | None = None) -> dict[str, Any]:
+    """One case's row: what the system did with the probe, and whether that counts as detection."""
+    gold = suite.gold_turn_ids(case)
+    events = [("update", e) for e in report.updated] + [("reject", e) for e in report.rejected] + [("flag", e) for e in report.flagged]
+    strict_events = [e for _, e in events if gold & set(e.old_source_turn_ids)]
+    detected_lenient = bool(events)
+    detected_strict = bool(strict_events) if case.conflict else detected_lenient
+    reason_event = strict_events[0] if strict_events else (events[0][1] if events else None)
+    row: dict[str, Any] = {
+        "id": case.id, "context": case.context, "conflict": case.conflict, "type": case.type, "explicit": case.explicit,
+        "probe": case.probe_text, "conflicts_with": sorted(gold),
+        "detected_strict": detected_strict, "detected_lenient": detected_lenient,
+        "verdicts": [kind for kind, _ in events],
+        "events": [{"kind": kind, **asdict(e)} for kind, e in events],
+        "reason": reason_event.reason if reason_event else "",
+        "stored": len(report.stored), "queued": list(report.queued), "failures": report.failures,
+        "llm_calls": report.usage.calls, "llm_calls_by_purpose": {p: c.get("calls", 0) for p, c in report.usage.by_purpose.items()},
+        "gold_in_radius": None if radius is None else bool({i for i in case.conflicts_with} & set(radius)),
+    }  # fmt: skip
+    row["miss_reason"] = miss_reason(suite, case, row, radius) if case.conflict and not detected_strict else None
+    return row
+
+
+def miss_reason(suite: Suite, case: SuiteCase, row: dict[str, Any], radius: list[int] | None) -> str:
+    """Why a conflicting probe was missed (paper's limitation categories plus two the protocol adds)."""
+    if row["detected_lenient"]:
+        return "wrong memory"
+    if row["queued"] and not row["stored"]:
+        return "queued by gate"
+    if radius is not None and not set(case.conflicts_with) & set(radius):
+        return "out of neighbour radius"
+    if case.type == "numeric" and _plausible_numbers(case.probe_text, [suite.contexts[case.context][i]["text"] for i in case.conflicts_with]):
+        return "plausible numbers"
+    return "LLM verdict"
+
+
+def _plausible_numbers(probe: str, gold_texts: list[str]) -> bool:
+    """The injected numbers stay within a factor of two of the true numbers of the same unit family."""
+    held = [q for text in gold_texts for q in quantities(text)]
+    pairs = []
+    for q in quantities(probe):
+        same = [h for h in held if h.family == q.family and len(h.values) == len(q.values)]
+        if same:
+            pairs.append(min(max(max(a, b) / max(min(a, b), 1e-9) for a, b in zip(q.values, h.values)) for h in same))
+    return bool(pairs) and max(pairs) <= 2.0
+
+
+def _rate(values: list[float], samples: int, seed: int) -> dict[str, Any]:
+    return bootstrap_ci(values, n_samples=samples, seed=seed)
+
+
+def _precision_f1(rows: list[dict[str, Any]], key: str, samples: int, seed: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Precision and F1 over cases, with a case-resampling bootstrap CI."""
+
+    def point(sample: list[dict[str, Any]]) -> tuple[float | None, float | None]:
+        tp = sum(1 for r in sample if r["conflict"] and r[key])
+        fp = sum(1 for r in sample if not r["conflict"] and r[key])
+        fn = sum(1 for r in sample if r["conflict"] and not r[key])
+        precision = tp / (tp + fp) if tp + fp else None
+        recall = tp / (tp + fn) if tp + fn else None
+        f1 = (2 * precision * recall / (precision + recall) if precision and recall else 0.0) if precision is not None and recall is not None else None
+        return precision, f1
+
+    p, f = point(rows)
+    rng = np.random.default_rng(seed)
+    boots_p, boots_f = [], []
+    for _ in range(samples if rows else 0):
+        sample = [rows[i] for i in rng.integers(0, len(rows), size=len(rows))]
+        bp, bf = point(sample)
+        if bp is not None:
+            boots_p.append(bp)
+        if bf is not None:
+            boots_f.append(bf)
+
+    def cell(value: float | None, boots: list[float]) -> dict[str, Any]:
+        if value is None or not boots:
+            return {"mean": value, "ci_low": None, "ci_high": None, "n": len(rows)}
+        low, high = np.percentile(boots, [2.5, 97.5])
+        return {"mean": float(value), "ci_low": float(low), "ci_high": float(high), "n": len(rows)}
+
+    return cell(p, boots_p), cell(f, boots_f)
+
+
+def _block(rows: list[dict[str, Any]], key: str, samples: int, seed: int) -> dict[str, Any]:
+    pos = [r for r in rows if r["conflict"]]
+    neg = [r for r in rows if not r["conflict"]]
+    precision, f1 = _precision_f1(rows, key, samples, seed)
+    return {
+        "detection_rate": _rate([float(r[key]) for r in pos], samples, seed),
+        "by_type": {t: _rate([float(r[key]) for r in pos if r["type"] == t], samples, seed) for t in CONFLICT_TYPES},
+        "explicit": _rate([float(r[key]) for r in pos if r["explicit"] is True], samples, seed),
+        "implicit": _rate([float(r[key]) for r in pos if r["explicit"] is False], samples, seed),
+        "false_alarm_rate": _rate([float(r["detected_lenient"]) for r in neg], samples, seed),
+        "precision": precision,
+        "f1": f1,
+    }
+
+
+def aggregate(rows: list[dict[str, Any]], samples: int = 1000, seed: int = 0) -> dict[str, Any]:
+    """metrics.json body: strict scoring at the top level (the issue's keys), lenient alongside."""
+    metrics = _block(rows, "detected_strict", samples, seed)
+    misses = [r for r in rows if r["conflict"] and not r["detected_strict"]]
+    metrics.update({
+        "n_cases": len(rows),
+        "n_conflicting": sum(1 for r in rows if r["conflict"]),
+        "n_non_conflicting": sum(1 for r in rows if not r["conflict"]),
+        "llm_calls_per_case": _rate([float(r["llm_calls"]) for r in rows], samples, seed),
+        "scoring": "strict: an update/reject/flag event against a memory derived from a conflicts_with turn; false alarms: any event on a non-conflicting probe",
+        "lenient": _block(rows, "detected_lenient", samples, seed),
+        "misses": {
+            t: {reason: sum(1 for r in misses if r["type"] == t and r["miss_reason"] == reason) for reason in MISS_REASONS}
+            if any(r["verdicts"] for r in rows) else {"no conflict signal raised": sum(1 for r in misses if r["type"] == t)}
+            for t in CONFLICT_TYPES
+        },
+        "conflict_events_seen": sum(len(r["verdicts"]) for r in rows),
+        "verdict_counts": {v: sum(r["verdicts"].count(v) for r in rows) for v in ("update", "reject", "flag")},
+    })  # fmt: skip
+    return metrics
+
+
+# ------------------------------------------------------------------------------- table
+def _row_label(metrics: dict[str, Any]) -> str:
+    meta = metrics.get("metadata", {})
+    system = meta.get("system", metrics.get("system", "?"))
+    ablation = meta.get("ablation")
+    return system if ablation in (None, "none", "") else f"{system} / {ablation}"
+
+
+def conflict_table(metrics_list: list[dict[str, Any]]) -> pd.DataFrame:
+    """Detection (strict) per type and false alarms, one row per run, plus the labelled paper column."""
+    columns = ["overall", "numeric", "semantic", "logical", "explicit", "implicit", "false alarms"]
+    rows = []
+    for m in metrics_list:
+        label = _row_label(m)
+        no_signal = m.get("conflict_signal") is False
+        silent = m.get("conflict_events_seen", 0) == 0
+        cells = {
+            "overall": m.get("detection_rate"),
+            **{t: m.get("by_type", {}).get(t) for t in CONFLICT_TYPES},
+            "explicit": m.get("explicit"),
+            "implicit": m.get("implicit"),
+            "false alarms": m.get("false_alarm_rate"),
+        }
+        row: dict[str, Any] = {"system": label, "suite": m.get("suite", "")}
+        for col in columns:
+            if no_signal:
+                row[col] = "0 by construction"
+            elif silent:
+                row[col] = "0 (no conflict signal raised)"
+            else:
+                row[col] = format_ci(cells[col])
+        row["precision"] = "" if no_signal else format_ci(m.get("precision"))
+        row["lenient overall"] = "" if no_signal else format_ci(m.get("lenient", {}).get("detection_rate"))
+        row["n (conflict/other)"] = f"{m.get('n_conflicting', 0)}/{m.get('n_non_conflicting', 0)}"
+        row["LLM calls/case"] = round((m.get("llm_calls_per_case") or {}).get("mean") or 0.0, 2)
+        rows.append(row)
+    paper = {"system": PAPER_COLUMN, "suite": "hypertension (paper)"}
+    paper.update({c: (f"{PAPER_VALUES[c]:.1f}" if c in PAPER_VALUES else "not reported") for c in columns})
+    paper.update({"precision": "not reported", "lenient overall": "", "n (conflict/other)": "50/0", "LLM calls/case": ""})
+    rows.append(paper)
+    table = pd.DataFrame(rows).set_index("system")
+    table.attrs["caption"] = (
+        "Table 3: injected-conflict detection, % with 95% bootstrap CI (strict: event against a memory from a "
+        "conflicts_with turn); false alarms = share of non-conflicting probes that raised any event. "
+        "Append-only systems raise no conflict signal: 0 by construction."
+    )
+    return table

@@ -1,0 +1,527 @@
+"""LoCoMo (Maharana et al. 2024): long conversations, questions per category, evidence dia_ids.
+
+Three resumable stages inside ``run``: ingest (each session through ``system.add``), predict
+(``system.search`` + the shared answerer, one row per question) and score (LLM judge, one
+row per question). Rows are appended as they are produced; a rerun skips finished work and
+never re-ingests a conversation whose questions are all predicted.
+
+Two category conventions exist (see DESIGN.md); the convention is a config value, stored in
+the metrics and printed in every table. Category 5 (adversarial) is excluded by default.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from tqdm import tqdm
+
+from eval.context import JsonlRows, RunContext
+from eval.judge import LLMJudge
+from eval.metrics import bleu1, bootstrap_ci, evidence_recall, percentiles, set_f1_mem0, token_f1
+from eval.tables import format_ci, format_pair
+from mosaic.llm import usage_since
+from mosaic.protocol import AddReport, LLMUsage, MemorySystem, Turn
+
+CONVENTIONS: dict[str, dict[int, str]] = {
+    "locomo": {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"},
+    "mem0": {1: "single-hop", 2: "temporal", 3: "multi-hop", 4: "open-domain", 5: "adversarial"},
+}
+LABEL_ORDER = ["single-hop", "multi-hop", "temporal", "open-domain", "adversarial"]
+# Category 5 has no gold answer (only a trap answer); LoCoMo grades it against this phrase.
+ADVERSARIAL_GOLD = "Not mentioned in the conversation"
+SESSION_TIME_FORMAT = "%I:%M %p on %d %B, %Y"  # "1:56 pm on 8 May, 2023"
+
+# Values copied from the MOSAIC paper's Table 1 (overall LLM-judge accuracy, %). Shown only in
+# the table's separately labelled "paper (reported)" column; never mixed with our runs.
+PAPER_REPORTED_OVERALL_JUDGE: dict[str, float] = {"mosaic": 89.35, "mem0": 62.14}
+
+
+class LoCoMoFormatError(ValueError):
+    """The dataset file is missing or malformed; the message names the file and the field or line."""
+
+
+# -- data --------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Question:
+    key: str  # "<sample_id>:q<index in the file's qa list>", stable under any slicing
+    sample_id: str
+    index: int
+    question: str
+    answer: str
+    category: int
+    evidence: tuple[str, ...]
+    adversarial_answer: str | None = None
+
+
+@dataclass(frozen=True)
+class Session:
+    number: int
+    time_iso: str
+    turns: tuple[Turn, ...]
+
+
+@dataclass(frozen=True)
+class Conversation:
+    sample_id: str
+    position: int
+    speakers: tuple[str, str]
+    sessions: tuple[Session, ...]
+    questions: tuple[Question, ...]
+    evidence_fixes: int = 0  # evidence ids we had to normalise ("D:11:26" -> "D11:26")
+
+
+def _need(container: Any, name: str, kind: type | tuple[type, ...], where: str) -> Any:
+    if not isinstance(container, dict) or name not in container:
+        raise LoCoMoFormatError(f"{where}.{name}: missing")
+    value = container[name]
+    if not isinstance(value, kind):
+        expected = " or ".join(k.__name__ for k in (kind if isinstance(kind, tuple) else (kind,)))
+        raise LoCoMoFormatError(f"{where}.{name}: expected {expected}, got {type(value).__name__}")
+    return value
+
+
+def parse_session_time(raw: str, where: str) -> str:
+    """LoCoMo's "1:56 pm on 8 May, 2023" -> ISO "2023-05-08T13:56:00"."""
+    try:
+        return datetime.strptime(raw.strip(), SESSION_TIME_FORMAT).isoformat()
+    except ValueError as err:
+        raise LoCoMoFormatError(f"{where}: cannot parse date-time {raw!r} (expected like '1:56 pm on 8 May, 2023')") from err
+
+
+_EVIDENCE_ID = re.compile(r"D:?(\d+):(\d+)")
+
+
+def normalise_evidence(raw: list[Any]) -> tuple[tuple[str, ...], int]:
+    """Pull ``D<session>:<turn>`` ids out of the evidence strings; count entries that needed fixing.
+
+    The public file has a few irregular entries ("D8:6; D9:17", "D:11:26", "D30:05", "D").
+    """
+    ids: list[str] = []
+    fixes = 0
+    for entry in raw:
+        found = [f"D{int(s)}:{int(t)}" for s, t in _EVIDENCE_ID.findall(str(entry))]
+        fixes += int(found != [str(entry)])
+        ids.extend(i for i in found if i not in ids)
+    return tuple(ids), fixes
+
+
+def image_text(turn: dict[str, Any]) -> str:
+    """Turn text, with the shared image's BLIP caption appended when the turn has one."""
+    caption = turn.get("blip_caption")
+    return f"{turn['text']} [shares image: {caption}]" if caption else turn["text"]
+
+
+def _parse_sessions(conv: dict[str, Any], where: str) -> tuple[Session, ...]:
+    numbers = sorted(int(m.group(1)) for key in conv if (m := re.fullmatch(r"session_(\d+)", key)))
+    sessions = []
+    for number in numbers:
+        raw_time = _need(conv, f"session_{number}_date_time", str, where)
+        time_iso = parse_session_time(raw_time, f"{where}.session_{number}_date_time")
+        turns = []
+        for i, raw in enumerate(_need(conv, f"session_{number}", list, where)):
+            turn_where = f"{where}.session_{number}[{i}]"
+            for name in ("speaker", "dia_id", "text"):
+                _need(raw, name, str, turn_where)
+            turns.append(Turn(turn_id=raw["dia_id"], speaker=raw["speaker"], text=image_text(raw), session_time=time_iso))
+        sessions.append(Session(number, time_iso, tuple(turns)))
+    if not sessions:
+        raise LoCoMoFormatError(f"{where}: no session_<N> lists")
+    return tuple(sessions)
+
+
+def _parse_question(raw: Any, sample_id: str, index: int, where: str) -> tuple[Question, int]:
+    question = _need(raw, "question", str, where)
+    category = _need(raw, "category", int, where)
+    if category not in (1, 2, 3, 4, 5):
+        raise LoCoMoFormatError(f"{where}.category: expected 1..5, got {category}")
+    evidence, fixes = normalise_evidence(_need(raw, "evidence", list, where))
+    if category == 5:
+        answer = raw.get("answer", ADVERSARIAL_GOLD)
+    else:
+        answer = _need(raw, "answer", (str, int, float), where)
+    return (
+        Question(f"{sample_id}:q{index}", sample_id, index, question, str(answer), category, evidence, raw.get("adversarial_answer")),
+        fixes,
+    )
+
+
+def load_locomo(path: str | Path) -> list[Conversation]:
+    """Parse the LoCoMo json; any problem raises one ``LoCoMoFormatError`` naming file and field/line."""
+    path = Path(path)
+    if not path.is_file():
+        raise LoCoMoFormatError(f"{path}: LoCoMo file not found (get it with `python scripts/download_data.py`)")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        raise LoCoMoFormatError(f"{path}: line {err.lineno} column {err.colno}: not valid JSON ({err.msg})") from err
+    if not isinstance(data, list):
+        raise LoCoMoFormatError(f"{path}: top level: expected a list of conversations, got {type(data).__name__}")
+    conversations = []
+    for position, sample in enumerate(data):
+        where = f"{path}: [{position}]"
+        sample_id = _need(sample, "sample_id", str, where)
+        where = f"{path}: [{position}] ({sample_id})"
+        conv = _need(sample, "conversation", dict, where)
+        speakers = (_need(conv, "speaker_a", str, where + ".conversation"), _need(conv, "speaker_b", str, where + ".conversation"))
+        sessions = _parse_sessions(conv, where + ".conversation")
+        parsed = [_parse_question(q, sample_id, i, f"{where}.qa[{i}]") for i, q in enumerate(_need(sample, "qa", list, where))]
+        conversations.append(
+            Conversation(sample_id, position, speakers, sessions, tuple(q for q, _ in parsed), sum(f for _, f in parsed))
+        )
+    return conversations
+
+
+# -- slicing -----------------------------------------------------------------------------
+@dataclass
+class Episode:
+    """One conversation as this run sees it: the sessions to ingest and the questions to ask."""
+
+    conversation: Conversation
+    sessions: tuple[Session, ...]
+    questions: list[Question]
+
+    @property
+    def namespace(self) -> str:
+        return f"locomo:{self.conversation.sample_id}"
+
+    @property
+    def question_time(self) -> str:
+        return self.sessions[-1].time_iso
+
+
+@dataclass
+class SliceSpec:
+    conversations: Sequence[int | str] | None = None  # indices or sample_ids; None = all
+    max_sessions: int | None = None
+    evidence_in_ingested_only: bool = False
+    exclude_categories: Sequence[int] = (5,)
+    max_questions: int | None = None
+
+
+def pick_conversations(all_convs: list[Conversation], wanted: Sequence[int | str] | None) -> list[Conversation]:
+    if wanted is None:
+        return list(all_convs)
+    by_id = {c.sample_id: c for c in all_convs}
+    picked = []
+    for item in [wanted] if isinstance(wanted, int | str) else wanted:
+        if isinstance(item, int) and 0 <= item < len(all_convs):
+            picked.append(all_convs[item])
+        elif str(item) in by_id:
+            picked.append(by_id[str(item)])
+        else:
+            raise ValueError(f"benchmark.conversations: {item!r} is neither an index below {len(all_convs)} nor a sample_id")
+    return picked
+
+
+def slice_episodes(all_convs: list[Conversation], spec: SliceSpec) -> tuple[list[Episode], dict[str, int]]:
+    """Apply the slice; return episodes and counts of what each filter removed (for the log/metrics)."""
+    counts = {"questions_in_conversations": 0, "excluded_by_category": 0, "excluded_evidence_not_ingested": 0, "excluded_by_max_questions": 0}
+    excluded = set(spec.exclude_categories or ())
+    episodes, budget = [], spec.max_questions
+    for conv in pick_conversations(all_convs, spec.conversations):
+        sessions = conv.sessions[: spec.max_sessions] if spec.max_sessions else conv.sessions
+        ingested_ids = {t.turn_id for s in sessions for t in s.turns}
+        questions = []
+        counts["questions_in_conversations"] += len(conv.questions)
+        for q in conv.questions:
+            if q.category in excluded:
+                counts["excluded_by_category"] += 1
+            elif spec.evidence_in_ingested_only and not (q.evidence and set(q.evidence) <= ingested_ids):
+                counts["excluded_evidence_not_ingested"] += 1
+            elif budget is not None and budget <= 0:
+                counts["excluded_by_max_questions"] += 1
+            else:
+                questions.append(q)
+                budget = None if budget is None else budget - 1
+        if questions:
+            episodes.append(Episode(conv, sessions, questions))
+    counts["questions_selected"] = sum(len(e.questions) for e in episodes)
+    counts["conversations_selected"] = len(episodes)
+    counts["sessions_selected"] = sum(len(e.sessions) for e in episodes)
+    return episodes, counts
+
+
+# -- stages --------------------------------------------------------------------------------
+def _usage(llm: Any) -> LLMUsage:
+    return llm.usage if hasattr(llm, "usage") else LLMUsage()
+
+
+def ingest(system: MemorySystem, episode: Episode, ctx: RunContext, bar: tqdm) -> dict[str, Any]:
+    """Reset the namespace and add each session; return the ingest row (AddReport totals)."""
+    system.reset(episode.namespace)
+    total = AddReport()
+    before = _usage(ctx.llm)
+    latencies = []
+    for session in episode.sessions:
+        started = time.perf_counter()
+        total.merge(system.add(episode.namespace, list(session.turns), session.time_iso))
+        latencies.append(time.perf_counter() - started)
+        bar.update(1)
+    return {
+        "key": episode.conversation.sample_id,
+        "sessions": len(episode.sessions),
+        "n_turns": total.n_turns or sum(len(s.turns) for s in episode.sessions),
+        "stored": len(total.stored),
+        "updated": len(total.updated),
+        "rejected": len(total.rejected),
+        "flagged": len(total.flagged),
+        "queued": len(total.queued),
+        "failures": total.failures,
+        "usage_reported": total.usage.__dict__,
+        "usage_metered": usage_since(before, _usage(ctx.llm)).__dict__,
+        "add_latency_s": latencies,
+    }
+
+
+def predict(system: MemorySystem, episode: Episode, question: Question, ctx: RunContext, top_k: int) -> dict[str, Any]:
+    """Search, then the shared answerer; the row records what was retrieved, latency and tokens."""
+    before = _usage(ctx.llm)
+    started = time.perf_counter()
+    retrieved = system.search(episode.namespace, question.question, top_k)
+    search_s = time.perf_counter() - started
+    search_usage = usage_since(before, _usage(ctx.llm))
+    answer = ctx.answerer.answer(question.question, retrieved, question_time=episode.question_time)
+    retrieved_ids = [tid for item in retrieved for tid in item.source_turn_ids]
+    return {
+        "key": question.key,
+        "sample_id": question.sample_id,
+        "qa_index": question.index,
+        "category": question.category,
+        "question": question.question,
+        "gold": question.answer,
+        "evidence": list(question.evidence),
+        "prediction": answer["text"],
+        "retrieved": [{"text": r.text, "score": r.score, "timestamp": r.timestamp, "source_turn_ids": r.source_turn_ids} for r in retrieved],
+        "retrieved_turn_ids": retrieved_ids,
+        "search_latency_s": search_s,
+        "answer_latency_s": answer["latency_s"],
+        "total_latency_s": search_s + answer["latency_s"],
+        "answer_prompt_tokens": answer["prompt_tokens"],
+        "answer_completion_tokens": answer["completion_tokens"],
+        "search_tokens": search_usage.prompt_tokens + search_usage.completion_tokens,
+        "answer_cached": answer.get("cached", False),
+    }
+
+
+def score_row(prediction: dict[str, Any]) -> dict[str, Any]:
+    """LLM-free per-question metrics."""
+    return {
+        "f1": token_f1(prediction["prediction"], prediction["gold"]),
+        "f1_set_mem0": set_f1_mem0(prediction["prediction"], prediction["gold"]),
+        "bleu1": bleu1(prediction["prediction"], prediction["gold"]),
+        "evidence_recall": evidence_recall(prediction["evidence"], prediction["retrieved_turn_ids"]),
+    }
+
+
+# -- aggregation ---------------------------------------------------------------------------
+METRIC_FIELDS = ("judge", "f1", "f1_set_mem0", "bleu1", "evidence_recall")
+
+
+def cell_summary(rows: list[dict[str, Any]], n_samples: int, seed: int) -> dict[str, Any]:
+    """Mean and 95% bootstrap CI of every metric over ``rows``, plus n and judge failures."""
+    out: dict[str, Any] = {"n": len(rows), "judge_failures": sum(r["judge"] is None for r in rows)}
+    for name in METRIC_FIELDS:
+        out[name] = bootstrap_ci([r[name] for r in rows if r[name] is not None], n_samples, seed)
+    return out
+
+
+def ingest_summary(ingest_rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """AddReport totals and per-ingested-turn LLM cost (system-reported and metered at the client)."""
+    totals = {k: sum(r[k] for r in ingest_rows) for k in ("sessions", "n_turns", "stored", "updated", "rejected", "flagged", "queued", "failures")}
+    out: dict[str, Any] = {**totals, "conflict_events": totals["updated"] + totals["rejected"] + totals["flagged"]}
+    turns = max(totals["n_turns"], 1)
+    for source in ("usage_reported", "usage_metered"):
+        usage = LLMUsage()
+        for row in ingest_rows:
+            usage.merge(LLMUsage(**row[source]))
+        counts = {k: v for k, v in usage.__dict__.items() if k != "cached_calls"}  # cache hits: run metadata
+        out[source] = {
+            **counts,
+            "calls_per_turn": usage.calls / turns,
+            "tokens_per_turn": (usage.prompt_tokens + usage.completion_tokens) / turns,
+        }
+    return out
+
+
+def aggregate(
+    predictions: list[dict[str, Any]],
+    judgements: dict[str, dict[str, Any]],
+    convention: str,
+    n_samples: int,
+    seed: int,
+) -> dict[str, Any]:
+    rows = []
+    for p in predictions:
+        verdict = judgements.get(p["key"], {}).get("correct")
+        rows.append({**p, **score_row(p), "judge": None if verdict is None else float(verdict)})
+    labels = CONVENTIONS[convention]
+    per_category = {
+        str(cat): {"label": labels[cat], **cell_summary([r for r in rows if r["category"] == cat], n_samples, seed)}
+        for cat in sorted({r["category"] for r in rows})
+    }
+    return {
+        "overall": cell_summary(rows, n_samples, seed),
+        "per_category": per_category,
+        "latency": {
+            "search_s": percentiles([r["search_latency_s"] for r in rows]),
+            "answer_s": percentiles([r["answer_latency_s"] for r in rows]),
+            "total_s": percentiles([r["total_latency_s"] for r in rows]),
+        },
+        "tokens_per_query": {
+            "mean": sum(r["answer_prompt_tokens"] + r["answer_completion_tokens"] + r["search_tokens"] for r in rows) / max(len(rows), 1),
+            "answer_prompt_mean": sum(r["answer_prompt_tokens"] for r in rows) / max(len(rows), 1),
+            "search_mean": sum(r["search_tokens"] for r in rows) / max(len(rows), 1),
+        },
+    }
+
+
+# -- the benchmark -------------------------------------------------------------------------
+@dataclass
+class LoCoMoBenchmark:
+    """Config: conf/benchmark/locomo.yaml. ``run`` returns the metrics dict (the runner adds metadata)."""
+
+    path: str = "data/locomo10.json"
+    name: str = "locomo"
+    convention: str = "locomo"
+    conversations: Sequence[int | str] | None = None
+    max_sessions: int | None = None
+    evidence_in_ingested_only: bool = False
+    exclude_categories: Sequence[int] = field(default_factory=lambda: [5])
+    max_questions: int | None = None
+    top_k: int = 10
+    bootstrap_samples: int = 1000
+    seed: int = 0
+    judge_max_tokens: int = 160
+
+    def __post_init__(self) -> None:
+        if self.convention not in CONVENTIONS:
+            raise ValueError(f"benchmark.convention: {self.convention!r}; choose one of {sorted(CONVENTIONS)}")
+
+    def episodes(self) -> tuple[list[Episode], dict[str, int]]:
+        spec = SliceSpec(self.conversations, self.max_sessions, self.evidence_in_ingested_only, self.exclude_categories, self.max_questions)
+        return slice_episodes(load_locomo(self.path), spec)
+
+    def run(self, system: MemorySystem, ctx: RunContext) -> dict[str, Any]:
+        episodes, counts = self.episodes()
+        labels = CONVENTIONS[self.convention]
+        ctx.log.info(
+            "LoCoMo slice: %d questions from %d conversations; excluded %d of categories %s (%s), %d with evidence outside the ingested sessions, %d over max_questions",
+            counts["questions_selected"], counts["conversations_selected"], counts["excluded_by_category"],
+            list(self.exclude_categories), ", ".join(labels[c] for c in self.exclude_categories),
+            counts["excluded_evidence_not_ingested"], counts["excluded_by_max_questions"],
+        )  # fmt: skip
+        ingest_rows = ctx.rows("ingest")
+        predictions = ctx.rows("predictions")
+        self._ingest_and_predict(system, episodes, ctx, ingest_rows, predictions)
+        judgements = self._score(episodes, ctx, predictions)
+        wanted = {q.key for e in episodes for q in e.questions}
+        kept = [p for p in predictions.rows() if p["key"] in wanted]
+        judged = {j["key"]: j for j in judgements.rows() if j["key"] in wanted}
+        metrics = aggregate(kept, judged, self.convention, self.bootstrap_samples, self.seed)
+        ingested = [r for r in ingest_rows.rows() if r["key"] in {e.conversation.sample_id for e in episodes}]
+        metrics["latency"]["add_session_s"] = percentiles([s for r in ingested for s in r["add_latency_s"]])
+        return {
+            "benchmark": self.name,
+            "benchmark_target": f"{type(self).__module__}.{type(self).__qualname__}",
+            "system": getattr(system, "name", type(system).__name__),
+            "convention": self.convention,
+            "category_labels": {str(k): v for k, v in labels.items()},
+            "top_k": self.top_k,
+            "slice": {**counts, "exclude_categories": list(self.exclude_categories), "evidence_fixes": sum(e.conversation.evidence_fixes for e in episodes)},
+            "main_metric": metrics["overall"]["judge"]["mean"],
+            **metrics,
+            "judge_failures": metrics["overall"]["judge_failures"],
+            "ingest": ingest_summary(ingested),
+        }
+
+    def _ingest_and_predict(
+        self, system: MemorySystem, episodes: list[Episode], ctx: RunContext, ingest_rows: JsonlRows, predictions: JsonlRows
+    ) -> None:
+        todo = [e for e in episodes if any(q.key not in predictions for q in e.questions)]
+        n_questions = sum(q.key not in predictions for e in todo for q in e.questions)
+        ingest_bar = tqdm(total=sum(len(e.sessions) for e in todo), desc="ingest (sessions)", unit="session", position=0)
+        predict_bar = tqdm(total=n_questions, desc="predict (questions)", unit="q", position=1)
+        try:
+            for episode in todo:
+                row = ingest(system, episode, ctx, ingest_bar)
+                ingest_rows.append(row)  # first ingest's report is kept; a re-ingest does not duplicate it
+                for question in episode.questions:
+                    if question.key not in predictions:
+                        predictions.append(predict(system, episode, question, ctx, self.top_k))
+                        predict_bar.update(1)
+        finally:
+            ingest_bar.close()
+            predict_bar.close()
+
+    def _score(self, episodes: list[Episode], ctx: RunContext, predictions: JsonlRows) -> JsonlRows:
+        judgements = ctx.rows("judgements")
+        judge = LLMJudge(ctx.judge_llm, max_tokens=self.judge_max_tokens)
+        todo = [p for e in episodes for q in e.questions if (p := predictions.get(q.key)) and q.key not in judgements]
+        for p in tqdm(todo, desc="score (judge)", unit="q"):
+            judgements.append({"key": p["key"], **judge.judge(p["question"], p["gold"], p["prediction"])})
+        failures = sum(j["label"] is None for j in judgements.rows())
+        if failures:
+            ctx.log.warning("judge: %d answers could not be graded (schema failures, counted as judge_failures)", failures)
+        return judgements
+
+    # -- tables ----------------------------------------------------------------------------
+    @staticmethod
+    def make_table(metrics_list: list[dict[str, Any]], convention: str | None = None) -> pd.DataFrame:
+        """Table 1: one row per run (system / ablation), categories x judge/F1/BLEU-1 with CIs."""
+        return locomo_table(metrics_list, convention)
+
+
+def _row_label(metrics: dict[str, Any]) -> str:
+    meta = metrics.get("metadata", {})
+    system = meta.get("system", metrics.get("system", "?"))
+    ablation = meta.get("ablation")
+    return system if ablation in (None, "none", "") else f"{system} / {ablation}"
+
+
+def locomo_table(metrics_list: list[dict[str, Any]], convention: str | None = None) -> pd.DataFrame:
+    if not metrics_list:
+        return pd.DataFrame()
+    convention = convention or metrics_list[0].get("convention", "locomo")
+    labels = CONVENTIONS[convention]
+    present = {labels[int(c)] for m in metrics_list for c in m.get("per_category", {})}
+    categories = [label for label in LABEL_ORDER if label in present]
+    rows = []
+    for m in metrics_list:
+        by_label = {labels[int(c)]: cell for c, cell in m.get("per_category", {}).items()}
+        row: dict[str, Any] = {"system": _row_label(m), "convention": convention}
+        for label in categories:
+            cell = by_label.get(label, {})
+            row[f"{label} J"] = format_ci(cell.get("judge"))
+            row[f"{label} F1"] = format_ci(cell.get("f1"))
+            row[f"{label} B1"] = format_ci(cell.get("bleu1"))
+            row[f"{label} n"] = cell.get("n", 0)
+        overall = m.get("overall", {})
+        row["overall J"] = format_ci(overall.get("judge"))
+        row["overall F1"] = format_ci(overall.get("f1"))
+        row["overall B1"] = format_ci(overall.get("bleu1"))
+        row["overall F1-set (Mem0-style)"] = format_ci(overall.get("f1_set_mem0"))
+        row["overall n"] = overall.get("n", 0)
+        row["judge failures"] = overall.get("judge_failures", 0)
+        row[f"evidence recall@{m.get('top_k', 'k')}"] = format_ci(overall.get("evidence_recall"))
+        latency = m.get("latency", {})
+        row["search p50/p95 (s)"] = format_pair(latency.get("search_s", {}))
+        row["total p50/p95 (s)"] = format_pair(latency.get("total_s", {}))
+        row["tokens/query"] = round(m.get("tokens_per_query", {}).get("mean", 0.0), 1)
+        paper = PAPER_REPORTED_OVERALL_JUDGE.get(str(m.get("metadata", {}).get("system", m.get("system", ""))).lower())
+        row["paper (reported) overall J"] = "" if paper is None else f"{paper:.2f}"
+        rows.append(row)
+    table = pd.DataFrame(rows).set_index("system")
+    numbers = ", ".join(f"{k} {v}" for k, v in labels.items())
+    table.attrs["caption"] = (
+        f"LoCoMo, category convention '{convention}' ({numbers}). Cells: mean x100 [95% bootstrap CI]; "
+        "J = LLM-judge accuracy, F1 = SQuAD token F1, B1 = BLEU-1. 'paper (reported)' is copied from the MOSAIC paper, not measured."
+    )
+    return table

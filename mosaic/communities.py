@@ -1,0 +1,164 @@
+"""Leiden communities over the association graph G_A, kept current as the graph grows.
+
+Running Leiden on every write would make each write cost O(|V| + |E|). Instead a new node
+joins, at once, the community its heaviest neighbours belong to (a local move), and Leiden
+is re-run, seeded with the current membership as ``initial_membership``, only when enough of
+the graph has changed since the last run (``rerun_fraction`` of |V|) or every
+``rerun_every`` updates. Leiden gets a fixed ``seed``, so the partition is deterministic.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Protocol
+
+import igraph as ig
+import leidenalg
+import networkx as nx
+
+
+class HasAssociationGraph(Protocol):
+    """The part of MemoryGraph that communities need."""
+
+    assoc: nx.Graph
+
+
+class Communities:
+    """Community membership of every node of ``graph.assoc`` (paper §3)."""
+
+    def __init__(
+        self,
+        resolution: float = 1.0,
+        seed: int = 0,
+        rerun_fraction: float = 0.05,
+        rerun_every: int = 0,
+        min_nodes_for_rerun: int = 1,
+        n_iterations: int = 2,
+    ) -> None:
+        if resolution <= 0:
+            raise ValueError(f"communities.resolution must be > 0, got {resolution}")
+        if not 0 < rerun_fraction <= 1:
+            raise ValueError(f"communities.rerun_fraction must be in (0, 1], got {rerun_fraction}")
+        self.resolution = resolution
+        self.seed = seed
+        self.rerun_fraction = rerun_fraction
+        self.rerun_every = rerun_every
+        self.min_nodes_for_rerun = min_nodes_for_rerun
+        self.n_iterations = n_iterations
+        self._membership: dict[str, int] = {}
+        self._members: dict[int, set[str]] = defaultdict(set)
+        self._next_id = 0
+        self._dirty = 0
+        self._updates_since_run = 0
+        self.version = 0  # bumped whenever membership changes, so indexes know to rebuild
+        self.stats: dict[str, int] = {"leiden_runs": 0, "local_assignments": 0, "updates": 0}
+
+    # ---- queries -------------------------------------------------------------------------
+    def of(self, entity_id: str) -> int:
+        """Community of ``entity_id``; raises KeyError for a node never seen by ``update``."""
+        return self._membership[entity_id]
+
+    def get(self, entity_id: str, default: int = -1) -> int:
+        return self._membership.get(entity_id, default)
+
+    def members(self, community: int) -> list[str]:
+        return sorted(self._members.get(community, ()))
+
+    def all(self) -> dict[int, list[str]]:
+        """Every non-empty community and its members (sorted, for determinism)."""
+        return {c: sorted(ids) for c, ids in sorted(self._members.items()) if ids}
+
+    def __len__(self) -> int:
+        return sum(1 for ids in self._members.values() if ids)
+
+    # ---- updates -------------------------------------------------------------------------
+    def update(self, graph: HasAssociationGraph, changed: set[str]) -> None:
+        """Bring membership up to date after ``changed`` nodes gained/lost edges or appeared."""
+        assoc = graph.assoc
+        self.stats["updates"] += 1
+        if not self._membership:
+            self.rerun(graph)
+            return
+        for entity_id in sorted(changed):
+            if entity_id not in assoc:
+                self._drop(entity_id)
+            elif entity_id not in self._membership:
+                self._assign_locally(assoc, entity_id)
+        self._dirty += len(changed)
+        self._updates_since_run += 1
+        n_nodes = assoc.number_of_nodes()
+        due_by_fraction = self._dirty >= self.rerun_fraction * n_nodes
+        due_by_count = self.rerun_every > 0 and self._updates_since_run >= self.rerun_every
+        if n_nodes >= self.min_nodes_for_rerun and (due_by_fraction or due_by_count):
+            self.rerun(graph)
+
+    def rerun(self, graph: HasAssociationGraph) -> None:
+        """Run Leiden over the whole of G_A, starting from the current membership when there is one."""
+        assoc = graph.assoc
+        ids = sorted(assoc.nodes)
+        self._dirty = 0
+        self._updates_since_run = 0
+        if not ids:
+            self._set_membership({})
+            return
+        index = {entity_id: i for i, entity_id in enumerate(ids)}
+        edges = [(index[a], index[b]) for a, b in assoc.edges]
+        weights = [float(data.get("weight", 1.0)) for _, _, data in assoc.edges(data=True)]
+        igraph = ig.Graph(n=len(ids), edges=edges)
+        igraph.es["weight"] = weights
+        initial = self._initial_membership(ids)
+        partition = leidenalg.find_partition(
+            igraph,
+            leidenalg.RBConfigurationVertexPartition,
+            weights="weight",
+            resolution_parameter=self.resolution,
+            initial_membership=initial,
+            n_iterations=self.n_iterations,
+            seed=self.seed,
+        )
+        self._set_membership({entity_id: int(c) for entity_id, c in zip(ids, partition.membership)})
+        self.stats["leiden_runs"] += 1
+
+    # ---- internals -----------------------------------------------------------------------
+    def _initial_membership(self, ids: list[str]) -> list[int] | None:
+        """Current membership renumbered 0..k-1 (unknown nodes get fresh singletons), or None."""
+        if not self._membership:
+            return None
+        renumber: dict[int, int] = {}
+        initial = []
+        for entity_id in ids:
+            key = self._membership.get(entity_id)
+            label = ("new", entity_id) if key is None else key
+            initial.append(renumber.setdefault(label, len(renumber)))  # type: ignore[arg-type]
+        return initial
+
+    def _set_membership(self, membership: dict[str, int]) -> None:
+        self._membership = membership
+        self._members = defaultdict(set)
+        for entity_id, community in membership.items():
+            self._members[community].add(entity_id)
+        self._next_id = max(membership.values(), default=-1) + 1
+        self.version += 1
+
+    def _assign_locally(self, assoc: nx.Graph, entity_id: str) -> None:
+        """Join the community with the largest total edge weight to this node, else a new singleton."""
+        weight_by_community: dict[int, float] = defaultdict(float)
+        for neighbour, data in assoc[entity_id].items():
+            community = self._membership.get(neighbour)
+            if community is not None:
+                weight_by_community[community] += float(data.get("weight", 1.0))
+        if weight_by_community:
+            community = max(sorted(weight_by_community), key=lambda c: weight_by_community[c])
+        else:
+            community = self._next_id
+            self._next_id += 1
+        self._membership[entity_id] = community
+        self._members[community].add(entity_id)
+        self.stats["local_assignments"] += 1
+        self.version += 1
+
+    def _drop(self, entity_id: str) -> None:
+        community = self._membership.pop(entity_id, None)
+        if community is not None:
+            self._members[community].discard(entity_id)
+            self.version += 1

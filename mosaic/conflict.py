@@ -1,0 +1,430 @@
+"""Save-time conflict check (MOSAIC mechanism 1): does a new entity contradict what memory holds?
+
+A small local model cannot be asked "is there a contradiction?" and trusted: asked about a
+whole memory it finds none, asked pair by pair it calls nearly every pair a contradiction.
+So the check is a pipeline that narrows before it asks, and asks in a calibrated way:
+
+1. Candidates: the ``k`` nearest active entities by embedding, plus their graph neighbours
+   (G_P and G_A), so that a logical clash that needs two held facts has both in view.
+2. Like with like, numbers in Python: quantities with units are parsed from both texts; the held
+   entity that says the most nearly the same thing once numbers are masked is the one the new
+   entity is about; if its numbers of the same unit family differ beyond tolerance, that is a
+   numeric conflict, decided without the LLM.
+3. The LLM sees a short numbered list of the closest candidates (with a fixed few-shot prefix, so
+   llama.cpp's prompt cache covers most of the prompt) and answers with the number of the fact the
+   new statement contradicts, or 0. Only the first token is generated; the score is
+   1 - p("0") from its log-probabilities, compared with a threshold tuned on a dev suite.
+4. Resolution policy: newer and at least as authoritative evidence updates the old entity;
+   clearly stronger held evidence rejects the new one; anything else flags both for review.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+import numpy as np
+
+from mosaic.entity import Entity
+from mosaic.llm import LLMClient
+
+Verdict = Literal["update", "reject", "flag"]
+Kind = Literal["numeric", "semantic", "logical", "unknown"]
+
+
+@dataclass
+class ConflictDecision:
+    """One real conflict between a new entity and a held one, and what the policy did about it."""
+
+    new_id: str
+    old_id: str
+    verdict: Verdict  # update = new supersedes old; reject = new dropped; flag = both held for review
+    conflict_type: Kind
+    reason: str
+    score: float  # detector confidence in [0, 1]
+    related_ids: list[str] = field(default_factory=list)  # other held entities the judgement relied on
+
+
+class CandidateGraph(Protocol):
+    """What the detector needs from mosaic.graph.MemoryGraph (kept narrow so tests can stand in)."""
+
+    def nearest(self, vector: np.ndarray, k: int, exclude: set[str] = ...) -> list[tuple[Entity, float]]: ...
+
+    def neighbours(self, entity_id: str) -> list[Entity]: ...
+
+    def vector(self, entity_id: str) -> np.ndarray: ...
+
+    def embed(self, text: str) -> np.ndarray: ...
+
+
+# ----------------------------------------------------------------------------- numbers
+_WORD_NUMBERS = {
+    "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
+    "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "twenty": 20, "thirty": 30,
+}  # fmt: skip
+# unit -> (family, factor to the family's base unit)
+_UNITS: dict[str, tuple[str, float]] = {
+    "%": ("percent", 1.0), "percent": ("percent", 1.0),
+    "mmhg": ("mmHg", 1.0), "mmol/l": ("mmol/L", 1.0), "mg/dl": ("mg/dL", 1.0),
+    "mg": ("mass", 1e-3), "g": ("mass", 1.0), "kg": ("mass", 1e3), "ml": ("volume", 1.0), "l": ("volume", 1e3),
+    "unit": ("units", 1.0), "units": ("units", 1.0),
+    "minute": ("time", 1 / 1440), "minutes": ("time", 1 / 1440), "hour": ("time", 1 / 24), "hours": ("time", 1 / 24),
+    "day": ("time", 1.0), "days": ("time", 1.0), "week": ("time", 7.0), "weeks": ("time", 7.0),
+    "month": ("time", 30.0), "months": ("time", 30.0), "year": ("time", 365.0), "years": ("time", 365.0),
+    "dollar": ("money", 1.0), "dollars": ("money", 1.0), "$": ("money", 1.0), "euro": ("money", 1.0), "euros": ("money", 1.0),
+    "times": ("times", 1.0), "drinks": ("drinks", 1.0), "lines": ("count", 1.0),
+}  # fmt: skip
+_UNIT_RE = "|".join(sorted((re.escape(u) for u in _UNITS if u != "$"), key=len, reverse=True))
+_NUMBER_RE = re.compile(
+    r"(?P<dollar>\$\s*)?(?<![\w.])(?P<a>\d{1,3}(?:,\d{3})+|\d+(?:\.\d+)?)(?:\s*/\s*(?P<b>\d+(?:\.\d+)?))?"
+    rf"(?:[\s-]*(?P<unit>{_UNIT_RE})(?![a-z]))?",
+    re.IGNORECASE,
+)
+_WORD_RE = re.compile(rf"\b({'|'.join(_WORD_NUMBERS)})(?=[\s-]+(?:{_UNIT_RE})\b)", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Quantity:
+    """A number (or a systolic/diastolic style pair) with its unit family, in the family's base unit."""
+
+    family: str
+    values: tuple[float, ...]
+    span: tuple[int, int]
+
+
+def _normalise_words(text: str) -> str:
+    return _WORD_RE.sub(lambda m: str(_WORD_NUMBERS[m.group(1).lower()]), text)
+
+
+def quantities(text: str) -> list[Quantity]:
+    """Numbers with units found in ``text`` ("150/95 mmHg", "2.5 mg", "three months", "$1,650")."""
+    found: list[Quantity] = []
+    for match in _NUMBER_RE.finditer(_normalise_words(text)):
+        unit = (match.group("unit") or "").lower()
+        if not unit and match.group("dollar"):
+            unit = "$"
+        family, factor = _UNITS.get(unit, ("count", 1.0))
+        if unit == "" and match.group("b"):
+            family = "pair"
+        values = [float(match.group("a").replace(",", ""))]
+        if match.group("b"):
+            values.append(float(match.group("b")))
+        if family == "count" and not match.group("b") and re.fullmatch(r"(19|20)\d\d", match.group("a")):
+            family = "year-date"
+        found.append(Quantity(family, tuple(v * factor for v in values), match.span()))
+    return found
+
+
+def mask_numbers(text: str) -> str:
+    """The text with every quantity replaced by one placeholder (to compare what is said, not how much)."""
+    return _NUMBER_RE.sub("#", _normalise_words(text))
+
+
+def numeric_clash(new_text: str, old_text: str, rel_tol: float = 0.02) -> str | None:
+    """Why ``new_text``'s numbers disagree with ``old_text``'s in a shared unit family, or None.
+
+    A value agrees when it equals any held value of its family (so "up to 10 mg" agrees with
+    "start at 5 mg, at most 10 mg"); families the two texts do not share are not compared.
+    """
+    new_q, old_q = quantities(new_text), quantities(old_text)
+    shown_text = _normalise_words(new_text)
+    for q in new_q:
+        held = [o for o in old_q if o.family == q.family and len(o.values) == len(q.values)]
+        if not held:
+            continue
+        if not any(all(math.isclose(a, b, rel_tol=rel_tol, abs_tol=1e-9) for a, b in zip(q.values, o.values)) for o in held):
+            span = shown_text[q.span[0] : q.span[1]]
+            shown = ", ".join("/".join(f"{v:g}" for v in o.values) for o in held)
+            return f"{span.strip()} ({q.family}) does not match the held value(s) {shown}"
+    return None
+
+
+# ----------------------------------------------------------------------------- prompt
+SYSTEM_PROMPT = (
+    "You check a memory of facts before a NEW statement is saved. The NEW statement contradicts a fact "
+    "when both cannot be true together: it changes a number or a rule, reverses it, or plans something "
+    "the facts rule out (combine facts: a person's facts plus a general rule). It does not contradict "
+    "when it repeats a fact in other words, adds a detail, applies a rule correctly to a case, or is "
+    "about something else. Reply with the number of the contradicted fact, or 0 if none."
+)
+FEW_SHOT: list[tuple[list[str], str, str]] = [
+    (["The team meets every Monday at 9am.", "Anna leads the team.", "Team meetings last 30 minutes."],
+     "The weekly team meeting is held on Thursdays.", "1"),
+    (["Staff get 25 days of paid leave a year.", "The office is closed on public holidays."],
+     "Staff can book their leave days at any time with their manager's approval.", "0"),
+    (["Only managers may approve refunds.", "Sam works as a cashier.", "Refunds over 100 euros need a receipt."],
+     "Sam approved a customer's refund himself, as his role allows.", "1"),
+    (["Tom has a peanut allergy.", "Peanuts are banned from the school canteen."],
+     "Tom's lunch box is packed without nuts.", "0"),
+    (["The library lends books for 3 weeks.", "Members can renew a loan once online."],
+     "Members may keep books as long as they like without renewing.", "1"),
+    (["Lena is vegetarian.", "The canteen serves fish on Fridays."],
+     "Lena's favourite author is Ursula Le Guin.", "0"),
+    (["Guests under 18 need a parent's signature.", "Mia is 15."],
+     "Mia signed up on her own, with no parent's signature needed.", "2"),
+]  # fmt: skip
+
+
+NLI_SYSTEM_PROMPT = (
+    "You check a NEW statement against facts already in memory. Answer false if the facts show the NEW "
+    "statement cannot be true: a different number, the opposite rule, or something the facts rule out for "
+    "this person or case (combine a person's facts with a general rule). Answer true if the facts say the "
+    "same thing. Answer unknown if the facts neither confirm nor rule it out: an extra detail, a new topic, "
+    "or a case the facts allow. Reply with one word: true, false or unknown."
+)
+NLI_FEW_SHOT: list[tuple[list[str], str, str]] = [
+    (FEW_SHOT[0][0], FEW_SHOT[0][1], "false"),
+    (FEW_SHOT[1][0], FEW_SHOT[1][1], "unknown"),
+    (["The gym opens at 6am on weekdays.", "The pool is closed on Sundays."], "On weekdays the gym opens at six in the morning.", "true"),
+    (FEW_SHOT[2][0], FEW_SHOT[2][1], "false"),
+    (FEW_SHOT[3][0], FEW_SHOT[3][1], "unknown"),
+    (FEW_SHOT[4][0], FEW_SHOT[4][1], "false"),
+    (FEW_SHOT[5][0], FEW_SHOT[5][1], "unknown"),
+    (FEW_SHOT[6][0], FEW_SHOT[6][1], "false"),
+]
+NLI_LABELS = ("true", "false", "unknown")
+
+
+def format_nli_query(facts: list[str], new_text: str) -> str:
+    lines = [f"- {text}" for text in facts]
+    return "Facts:\n" + "\n".join(lines) + f"\nNEW: {new_text}\nIs NEW true, false or unknown given the facts?"
+
+
+def build_nli_messages(facts: list[str], new_text: str) -> list[dict[str, str]]:
+    """System + few-shot turns (fixed prefix) + this query, for the three-way (NLI-style) judgement."""
+    messages = [{"role": "system", "content": NLI_SYSTEM_PROMPT}]
+    for ex_facts, ex_new, answer in NLI_FEW_SHOT:
+        messages.append({"role": "user", "content": format_nli_query(ex_facts, ex_new)})
+        messages.append({"role": "assistant", "content": answer})
+    messages.append({"role": "user", "content": format_nli_query(facts, new_text)})
+    return messages
+
+
+def label_distribution(logprobs: list[dict[str, Any]] | None, text: str) -> dict[str, float]:
+    """p(true), p(false), p(unknown) from the first token's top log-probabilities (renormalised)."""
+    probs: dict[str, float] = {}
+    if logprobs:
+        for cand in logprobs[0].get("top_logprobs", []):
+            token = str(cand.get("token", "")).strip().lower()
+            for label in NLI_LABELS:
+                if token and label.startswith(token) and (len(token) >= 2 or token == label):
+                    probs[label] = probs.get(label, 0.0) + math.exp(float(cand["logprob"]))
+                    break
+    if not probs:
+        word = text.strip().lower()
+        probs = {next((lab for lab in NLI_LABELS if word.startswith(lab[:2])), "unknown"): 1.0}
+    total = sum(probs.values())
+    return {k: probs.get(k, 0.0) / total for k in NLI_LABELS}
+
+
+def format_query(facts: list[str], new_text: str) -> str:
+    lines = [f"{i}. {text}" for i, text in enumerate(facts, start=1)]
+    return "Facts:\n" + "\n".join(lines) + f"\nNEW: {new_text}\nContradicted fact (number, 0 if none):"
+
+
+def build_messages(facts: list[str], new_text: str) -> list[dict[str, str]]:
+    """System + few-shot turns (a fixed prefix shared by every call) + this query."""
+    messages = [{"role": "system", "content": SYSTEM_PROMPT}]
+    for ex_facts, ex_new, answer in FEW_SHOT:
+        messages.append({"role": "user", "content": format_query(ex_facts, ex_new)})
+        messages.append({"role": "assistant", "content": answer})
+    messages.append({"role": "user", "content": format_query(facts, new_text)})
+    return messages
+
+
+def digit_distribution(logprobs: list[dict[str, Any]] | None, text: str, n_facts: int) -> dict[int, float]:
+    """p(answer = i) for i in 0..n_facts from the first token's top log-probabilities (renormalised).
+
+    Falls back to a one-hot on the generated text when the server returned no log-probabilities.
+    """
+    probs: dict[int, float] = {}
+    if logprobs:
+        for cand in logprobs[0].get("top_logprobs", []):
+            token = str(cand.get("token", "")).strip()
+            if token.isdigit() and int(token) <= n_facts:
+                probs[int(token)] = probs.get(int(token), 0.0) + math.exp(float(cand["logprob"]))
+    if not probs:
+        digits = re.findall(r"\d+", text)
+        value = int(digits[0]) if digits and int(digits[0]) <= n_facts else 0
+        probs = {value: 1.0}
+    total = sum(probs.values())
+    return {k: v / total for k, v in probs.items()}
+
+
+# ----------------------------------------------------------------------------- detector
+class ConflictDetector:
+    """Candidate selection -> like-with-like numeric rule -> calibrated LLM pick -> resolution policy.
+
+    Tuning knobs (defaults were calibrated on the household-finance dev suite only):
+    ``n_facts`` facts shown to the LLM, ``min_similarity`` to enter the candidate list,
+    ``numeric_similarity`` (masked-text cosine that makes two statements "about the same thing"),
+    ``threshold`` on the LLM's 1 - p(0), ``explain`` (one extra short call for a reason on hits),
+    ``reject_margin`` (how much more confident held evidence must be to reject the newcomer).
+    """
+
+    def __init__(
+        self,
+        llm: LLMClient,
+        k: int = 5,
+        mode: Literal["nli", "pick"] = "nli",
+        n_facts: int = 6,
+        min_similarity: float = 0.2,
+        numeric_similarity: float = 0.75,
+        threshold: float = 0.5,
+        use_numeric_rule: bool = True,
+        use_llm: bool = True,
+        explain: bool = True,
+        reject_margin: float = 0.2,
+        top_logprobs: int = 10,
+        max_explain_tokens: int = 40,
+    ) -> None:
+        self.llm = llm
+        self.k = int(k)
+        if mode not in ("nli", "pick"):
+            raise ValueError(f"conflict.mode must be 'nli' or 'pick', got {mode!r}")
+        self.mode = mode
+        self.n_facts = int(n_facts)
+        self.min_similarity = float(min_similarity)
+        self.numeric_similarity = float(numeric_similarity)
+        self.threshold = float(threshold)
+        self.use_numeric_rule = use_numeric_rule
+        self.use_llm = use_llm
+        self.explain = explain
+        self.reject_margin = float(reject_margin)
+        self.top_logprobs = int(top_logprobs)
+        self.max_explain_tokens = int(max_explain_tokens)
+        self.last_trace: dict[str, Any] = {}  # what the last check saw and scored (for miss analysis)
+        self.stats: dict[str, int] = {"checks": 0, "no_candidates": 0, "numeric_hits": 0, "llm_calls": 0, "llm_hits": 0,
+                                      "update": 0, "reject": 0, "flag": 0}  # fmt: skip
+
+    # -- candidates ------------------------------------------------------------------
+    def _new_vector(self, new: Entity, graph: CandidateGraph) -> np.ndarray:
+        try:
+            return graph.vector(new.entity_id)
+        except KeyError:
+            return graph.embed(new.text)
+
+    def candidates(self, new: Entity, graph: CandidateGraph) -> list[tuple[Entity, float]]:
+        """k nearest held entities plus their graph neighbours, ranked by cosine to the newcomer."""
+        vec = self._new_vector(new, graph)
+        exclude = {new.entity_id}
+        nearest = graph.nearest(vec, self.k, exclude=exclude)
+        pool: dict[str, Entity] = {e.entity_id: e for e, _ in nearest}
+        for entity, _ in nearest:
+            for nb in graph.neighbours(entity.entity_id):
+                if nb.entity_id not in exclude:
+                    pool.setdefault(nb.entity_id, nb)
+        scored = [(e, float(np.dot(graph.vector(e.entity_id), vec))) for e in pool.values()]
+        scored.sort(key=lambda pair: -pair[1])
+        return [(e, s) for e, s in scored if s >= self.min_similarity]
+
+    # -- numeric rule ----------------------------------------------------------------
+    def _numeric(self, new: Entity, cands: list[tuple[Entity, float]], graph: CandidateGraph) -> tuple[Entity, str, float] | None:
+        """Compare numbers only with the held entity that says the same thing with numbers masked."""
+        if not quantities(new.text):
+            return None
+        families = {q.family for q in quantities(new.text)}
+        comparable = [e for e, _ in cands if families & {q.family for q in quantities(e.text)}]
+        if not comparable:
+            return None
+        masked = graph_embedder_encode(graph, [mask_numbers(new.text)] + [mask_numbers(e.text) for e in comparable])
+        sims = masked[1:] @ masked[0]
+        best = int(np.argmax(sims))
+        same_slot = [i for i, e in enumerate(comparable) if _same_slot(new, e)]
+        if same_slot:  # extraction named the same subject and attribute: that is like with like
+            best = max(same_slot, key=lambda i: sims[i])
+        self.last_trace["numeric_best"] = {"old_id": comparable[best].entity_id, "masked_similarity": float(sims[best])}
+        if sims[best] < self.numeric_similarity and not same_slot:
+            return None
+        why = numeric_clash(new.text, comparable[best].text)
+        return (comparable[best], why, float(max(sims[best], self.numeric_similarity))) if why else None
+
+    # -- LLM -------------------------------------------------------------------------
+    def _ask(self, new: Entity, facts: list[Entity]) -> tuple[float, int, list[dict[str, str]], str]:
+        """(score, 1-based index of the clashing fact, messages, first answer) for one LLM call."""
+        texts = [f.text for f in facts]
+        if self.mode == "pick":
+            messages = build_messages(texts, new.text)
+            result = self.llm.chat(messages, max_tokens=1, top_logprobs=self.top_logprobs, purpose="conflict")
+            dist = digit_distribution(result.logprobs, result.text, len(facts))
+            pick = max((i for i in dist if i > 0), key=lambda i: dist[i], default=0)
+            return 1.0 - dist.get(0, 0.0), pick, messages, str(pick)
+        messages = build_nli_messages(texts, new.text)
+        result = self.llm.chat(messages, max_tokens=1, top_logprobs=self.top_logprobs, purpose="conflict")
+        labels = label_distribution(result.logprobs, result.text)
+        self.last_trace["labels"] = {k: round(v, 4) for k, v in labels.items()}
+        return labels["false"], 1, messages, "false"
+
+    def _reason(self, messages: list[dict[str, str]], answer: str) -> str:
+        follow = [*messages, {"role": "assistant", "content": answer},
+                  {"role": "user", "content": "In one short sentence, why?"}]  # fmt: skip
+        return self.llm.chat(follow, max_tokens=self.max_explain_tokens, purpose="conflict").text.strip()
+
+    # -- policy ----------------------------------------------------------------------
+    def resolve(self, new: Entity, old: Entity) -> Verdict:
+        """Newer and at least as authoritative -> update; clearly stronger held evidence -> reject; else flag."""
+        if old.confidence - new.confidence >= self.reject_margin:
+            return "reject"
+        newer = bool(new.session_time and (not old.session_time or new.session_time > old.session_time))
+        if newer and new.confidence >= old.confidence:
+            return "update"
+        return "flag"
+
+    # -- the check -------------------------------------------------------------------
+    def check(self, new: Entity, graph: CandidateGraph) -> list[ConflictDecision]:
+        """Real conflicts between ``new`` and held entities (at most one; the policy is applied)."""
+        decisions = self._check(new, graph)
+        self.stats["checks"] += 1
+        self.stats["llm_calls"] += int(self.last_trace.get("llm_calls", 0))
+        self.stats["no_candidates"] += int(not self.last_trace.get("candidates"))
+        for d in decisions:
+            self.stats[d.verdict] += 1
+            self.stats["numeric_hits" if self.last_trace.get("decided_by") == "numeric" else "llm_hits"] += 1
+        return decisions
+
+    def _check(self, new: Entity, graph: CandidateGraph) -> list[ConflictDecision]:
+        self.last_trace = {"new_id": new.entity_id, "llm_calls": 0}
+        cands = self.candidates(new, graph)
+        self.last_trace["candidates"] = [(e.entity_id, round(s, 4)) for e, s in cands]
+        if not cands:
+            return []
+        if self.use_numeric_rule:
+            hit = self._numeric(new, cands, graph)
+            if hit is not None:
+                old, why, sim = hit
+                self.last_trace["decided_by"] = "numeric"
+                return [ConflictDecision(new.entity_id, old.entity_id, self.resolve(new, old), "numeric", why, min(1.0, sim))]
+        if not self.use_llm:
+            return []
+        facts = [e for e, _ in cands[: self.n_facts]]
+        score, pick, messages, answer = self._ask(new, facts)
+        self.last_trace["llm_calls"] = 1
+        self.last_trace.update({"facts": [f.entity_id for f in facts], "score": score, "pick": pick})
+        if score < self.threshold or pick == 0:
+            return []
+        old = facts[pick - 1]
+        related = [f.entity_id for f in facts if f.entity_id != old.entity_id]
+        reason = ""
+        if self.explain:
+            reason = self._reason(messages, answer)
+            self.last_trace["llm_calls"] = 2
+        kind: Kind = "numeric" if quantities(new.text) and quantities(old.text) else "unknown"
+        self.last_trace["decided_by"] = "llm"
+        return [ConflictDecision(new.entity_id, old.entity_id, self.resolve(new, old), kind, reason or f"LLM picked fact {pick} (p={score:.2f})", score, related)]
+
+
+def _same_slot(a: Entity, b: Entity) -> bool:
+    """Both entities carry the same (subject, attribute) pair, as named by extraction."""
+    if not (a.subject and a.attribute and b.subject and b.attribute):
+        return False
+    return (a.subject.strip().lower(), a.attribute.strip().lower()) == (b.subject.strip().lower(), b.attribute.strip().lower())
+
+
+def graph_embedder_encode(graph: Any, texts: list[str]) -> np.ndarray:
+    """Unit vectors for ``texts`` with the graph's own embedder (one batch)."""
+    embedder = getattr(graph, "embedder", None)
+    if embedder is not None:
+        return np.asarray(embedder.encode(texts), dtype=np.float32)
+    return np.vstack([graph.embed(t) for t in texts]).astype(np.float32)

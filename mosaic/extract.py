@@ -1,0 +1,352 @@
+"""Typed entity extraction: one structured LLM call per turn (MOSAIC §3).
+
+The LLM returns at most ``max_entities`` facts, each with a type (event / persona /
+relationship), subject, attribute/value, the time phrase as said, and two confidence
+factors as labels (directness, specificity). Everything a small model is bad at is done
+here in Python instead: relative dates are resolved against the session date with
+dateutil, the evidence span is the turn sentence that best overlaps the fact, and the
+output is validated and cleaned, with every repair or drop counted in ``stats``.
+The system prompt is fixed so llama.cpp can reuse its prompt cache across turns.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+from dataclasses import dataclass, field
+from datetime import date, datetime, timedelta
+from typing import Any
+
+from dateutil import parser as date_parser
+from dateutil.relativedelta import relativedelta
+
+from mosaic.entity import Entity
+from mosaic.llm import LLMClient, LLMError, LLMOutputError
+from mosaic.protocol import Turn
+
+log = logging.getLogger(__name__)
+
+ENTITY_TYPES = ("event", "persona", "relationship")
+DIRECTNESS = {"stated": 1.0, "implied": 0.6, "hedged": 0.3}
+SPECIFICITY = {"exact": 1.0, "approximate": 0.6, "vague": 0.3}
+
+SYSTEM_PROMPT = (
+    "Extract facts worth remembering from one chat message. Reply with compact one-line JSON. "
+    "At most {max_entities} facts; none for greetings, thanks or small talk.\n"
+    "fact: a short sentence naming the person (never I or you). "
+    "type: event (happened or will happen), persona (trait, job, preference, possession, count) or relationship (tie between people). "
+    "who: whose fact. attr: short slot name (job, number of kids, hometown, hobby...). value: short. "
+    "when: time words copied from the message (yesterday, last week, in 2022) or empty. "
+    "cert: stated, implied or hedged. spec: exact, approximate or vague."
+)
+
+# A fixed worked example: it shows the compact format (pretty-printed JSON costs a small model
+# more tokens than the facts themselves) and, being constant, stays in llama.cpp's prompt cache.
+FEW_SHOT: list[dict[str, str]] = [
+    {"role": "user", "content": "Session date: 2023-05-08\nMessage from Jon: Hey! We adopted a second cat last week, and I still teach math at Lincoln High."},
+    {"role": "assistant", "content": (
+        '{"facts":[{"fact":"Jon adopted a second cat last week","type":"event","who":"Jon","attr":"number of cats","value":"2",'
+        '"when":"last week","cert":"stated","spec":"exact"},{"fact":"Jon teaches math at Lincoln High","type":"persona","who":"Jon",'
+        '"attr":"job","value":"math teacher","when":"","cert":"stated","spec":"exact"}]}'
+    )},
+    {"role": "user", "content": "Session date: 2023-05-08\nMessage from Ana: Thanks, that sounds great!"},
+    {"role": "assistant", "content": '{"facts":[]}'},
+]
+
+FIELDS = ("fact", "type", "who", "attr", "value", "when", "cert", "spec")
+
+
+def extraction_schema(max_entities: int) -> dict[str, Any]:
+    item = {
+        "type": "object",
+        "properties": {
+            "fact": {"type": "string"},
+            "type": {"type": "string", "enum": list(ENTITY_TYPES)},
+            "who": {"type": "string"},
+            "attr": {"type": "string"},
+            "value": {"type": "string"},
+            "when": {"type": "string"},
+            "cert": {"type": "string", "enum": list(DIRECTNESS)},
+            "spec": {"type": "string", "enum": list(SPECIFICITY)},
+        },
+        "required": list(FIELDS),
+    }
+    return {
+        "type": "object",
+        "properties": {"facts": {"type": "array", "items": item, "maxItems": max_entities}},
+        "required": ["facts"],
+    }
+
+
+# -- dates -----------------------------------------------------------------------------
+_WEEKDAYS = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
+_COUNT_WORDS = {"a": 1, "an": 1, "one": 1, "two": 2, "couple": 2, "couple of": 2, "three": 3, "few": 3, "a few": 3,
+                "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9, "ten": 10, "several": 3}
+_UNITS = {"day": "days", "week": "weeks", "month": "months", "year": "years"}
+_SAME_DAY = ("today", "tonight", "this morning", "this afternoon", "this evening", "right now", "now", "currently")
+
+
+@dataclass(frozen=True)
+class ResolvedTime:
+    """An absolute time: ``iso`` is YYYY-MM-DD, YYYY-MM, YYYY or 'week of YYYY-MM-DD'; ``human`` reads well in text."""
+
+    iso: str
+    human: str
+
+
+def parse_session_time(session_time: str | None) -> datetime | None:
+    """Session time as a datetime; LoCoMo's '1:56 pm on 8 May, 2023' and ISO both work."""
+    if not session_time:
+        return None
+    try:
+        return date_parser.parse(session_time, fuzzy=True)
+    except (ValueError, OverflowError):
+        return None
+
+
+def _day(d: date) -> ResolvedTime:
+    return ResolvedTime(d.isoformat(), f"on {d.day} {d:%B %Y}")
+
+
+def _week(d: date) -> ResolvedTime:
+    monday = d - timedelta(days=d.weekday())
+    return ResolvedTime(f"week of {monday.isoformat()}", f"in the week of {monday.day} {monday:%B %Y}")
+
+
+def _month(d: date) -> ResolvedTime:
+    return ResolvedTime(f"{d:%Y-%m}", f"in {d:%B %Y}")
+
+
+def _year(d: date) -> ResolvedTime:
+    return ResolvedTime(f"{d:%Y}", f"in {d:%Y}")
+
+
+def _count(word: str) -> int | None:
+    word = word.strip().lower()
+    if word.isdigit():
+        return int(word)
+    return _COUNT_WORDS.get(word)
+
+
+def resolve_time(expression: str, session: datetime | None) -> ResolvedTime | None:
+    """Turn a time phrase into an absolute time relative to the session date; None if it cannot.
+
+    Relative phrases (yesterday, 3 days ago, last week, next Friday, last summer is not handled)
+    need the session date; absolute ones (May 2022, 7 May 2023, 2021) are parsed with dateutil,
+    keeping only the components the phrase actually gave.
+    """
+    phrase = " ".join(expression.lower().strip().strip(".").split())
+    if not phrase:
+        return None
+    today = session.date() if session else None
+    if today is not None:
+        if phrase in _SAME_DAY:
+            return _day(today)
+        if phrase in ("yesterday", "last night", "yesterday evening", "yesterday morning"):
+            return _day(today - timedelta(days=1))
+        if phrase in ("the day before yesterday", "day before yesterday"):
+            return _day(today - timedelta(days=2))
+        if phrase == "tomorrow":
+            return _day(today + timedelta(days=1))
+        m = re.fullmatch(r"(?:about |around )?(\d+|an?|one|two|three|four|five|six|seven|eight|nine|ten|few|a few|couple(?: of)?|several) (day|week|month|year)s? ago", phrase)
+        if m and _count(m.group(1)) is not None:
+            n, unit = _count(m.group(1)), m.group(2)
+            when = today - relativedelta(**{_UNITS[unit]: n})
+            return {"day": _day, "week": _week, "month": _month, "year": _year}[unit](when)
+        m = re.fullmatch(r"in (\d+|an?|one|two|three|four|five|six|seven|eight|nine|ten|a few|few|couple(?: of)?) (day|week|month|year)s?", phrase)
+        if m and _count(m.group(1)) is not None:
+            n, unit = _count(m.group(1)), m.group(2)
+            when = today + relativedelta(**{_UNITS[unit]: n})
+            return {"day": _day, "week": _week, "month": _month, "year": _year}[unit](when)
+        m = re.fullmatch(r"(last|this|next|past) (week|weekend|month|year)", phrase)
+        if m:
+            shift = {"last": -1, "past": -1, "this": 0, "next": 1}[m.group(1)]
+            unit = m.group(2)
+            if unit == "week":
+                return _week(today + timedelta(weeks=shift))
+            if unit == "weekend":
+                saturday = today - timedelta(days=today.weekday()) + timedelta(days=5) + timedelta(weeks=shift)
+                return ResolvedTime(f"weekend of {saturday.isoformat()}", f"on the weekend of {saturday.day} {saturday:%B %Y}")
+            if unit == "month":
+                return _month(today + relativedelta(months=shift))
+            return _year(today + relativedelta(years=shift))
+        m = re.fullmatch(r"(last|this|next|on) (" + "|".join(_WEEKDAYS) + r")", phrase)
+        if m:
+            target = _WEEKDAYS.index(m.group(2))
+            if m.group(1) in ("last", "on"):
+                back = (today.weekday() - target) % 7 or 7
+                return _day(today - timedelta(days=back))
+            if m.group(1) == "next":
+                ahead = (target - today.weekday()) % 7 or 7
+                return _day(today + timedelta(days=ahead))
+            return _day(today - timedelta(days=today.weekday()) + timedelta(days=target))
+    if not re.search(r"\d|" + "|".join(m.lower() for m in ("January", "February", "March", "April", "June", "July", "August", "September", "October", "November", "December")) + r"|\bmay\b", phrase):
+        return None
+    try:
+        a = date_parser.parse(phrase, fuzzy=True, default=datetime(2000, 1, 1))
+        b = date_parser.parse(phrase, fuzzy=True, default=datetime(2001, 2, 2))
+    except (ValueError, OverflowError):
+        return None
+    has_year, has_month, has_day = a.year == b.year, a.month == b.month, a.day == b.day
+    if not has_year and today is not None and has_month:
+        a = a.replace(year=today.year)  # "on 7 May" said in a 2023 session means 2023
+        has_year = True
+    if has_year and has_month and has_day:
+        return _day(a.date())
+    if has_year and has_month:
+        return _month(a.date())
+    if has_year and not has_day:
+        return _year(a.date())
+    return None
+
+
+# -- extraction ------------------------------------------------------------------------
+_FIRST_PERSON = {"i", "me", "my", "myself", "mine", "we", "us", "our", "speaker", "user", "the speaker", "the user"}
+
+
+def evidence_span(text: str, fact: str) -> str:
+    """The sentence of ``text`` sharing most words with ``fact`` (the turn itself if it is one sentence)."""
+    sentences = [s.strip() for s in re.split(r"(?<=[.!?])\s+", text) if s.strip()]
+    if len(sentences) <= 1:
+        return text.strip()
+    fact_words = set(re.findall(r"[a-z0-9']+", fact.lower()))
+    return max(sentences, key=lambda s: len(fact_words & set(re.findall(r"[a-z0-9']+", s.lower()))))
+
+
+@dataclass
+class ExtractionResult:
+    entities: list[Entity] = field(default_factory=list)
+    prerequisites: list[tuple[int, int]] = field(default_factory=list)  # (src index, dst index) into entities
+    failures: int = 0
+
+
+class EntityExtractor:
+    """One json_schema LLM call per turn -> validated, time-resolved Entities with their source turn id."""
+
+    def __init__(
+        self,
+        llm: LLMClient,
+        max_entities: int = 3,
+        max_tokens: int = 256,
+        context_chars: int = 0,
+        max_fact_chars: int = 300,
+    ) -> None:
+        self.llm = llm
+        self.max_entities = int(max_entities)
+        self.max_tokens = int(max_tokens)
+        self.context_chars = int(context_chars)
+        self.max_fact_chars = int(max_fact_chars)
+        self.system_prompt = SYSTEM_PROMPT.format(max_entities=self.max_entities)
+        self.schema = extraction_schema(self.max_entities)
+        self.stats: dict[str, int] = {
+            "turns": 0, "calls_failed": 0, "entities": 0, "dropped_empty": 0, "dropped_duplicate": 0,
+            "dropped_over_cap": 0, "fixed_subject": 0, "fixed_label": 0, "times_resolved": 0, "times_unresolved": 0,
+        }
+
+    def messages(self, turn: Turn, session_time: str | None, previous: Turn | None) -> list[dict[str, str]]:
+        session = parse_session_time(session_time)
+        lines = [f"Session date: {session.date().isoformat() if session else (session_time or 'unknown')}"]
+        if previous is not None and self.context_chars > 0:
+            lines.append(f"Previous message ({previous.speaker}): {previous.text[: self.context_chars]}")
+        lines.append(f"Message from {turn.speaker}: {turn.text}")
+        return [{"role": "system", "content": self.system_prompt}, *FEW_SHOT, {"role": "user", "content": "\n".join(lines)}]
+
+    def extract(self, turn: Turn, session_time: str | None = None, previous: Turn | None = None) -> ExtractionResult:
+        """Entities of one turn; an LLM failure yields no entities and one counted failure."""
+        self.stats["turns"] += 1
+        session_time = session_time or turn.session_time
+        try:
+            raw = self.llm.chat_json(self.messages(turn, session_time, previous), self.schema, max_tokens=self.max_tokens, purpose="extraction")
+            facts = raw["facts"] if isinstance(raw, dict) else None
+            if not isinstance(facts, list):
+                raise LLMOutputError(f"extraction output has no 'facts' list: {str(raw)[:200]!r}")
+        except (LLMOutputError, LLMError) as err:
+            self.stats["calls_failed"] += 1
+            log.warning("extraction failed for turn %s: %s", turn.turn_id, err)
+            return ExtractionResult(failures=1)
+        return self._clean(facts, turn, session_time)
+
+    def _clean(self, facts: list[Any], turn: Turn, session_time: str | None) -> ExtractionResult:
+        result = ExtractionResult()
+        session = parse_session_time(session_time)
+        # ISO session time, so that "newer" is a plain string comparison for the conflict policy
+        said_at = session.isoformat() if session is not None else session_time
+        seen: set[str] = set()
+        for raw in facts:
+            if len(result.entities) >= self.max_entities:
+                self.stats["dropped_over_cap"] += 1
+                continue
+            if not isinstance(raw, dict):
+                self.stats["dropped_empty"] += 1
+                result.failures += 1
+                continue
+            text = " ".join(str(raw.get("fact", "")).split())[: self.max_fact_chars]
+            if len(text) < 3:
+                self.stats["dropped_empty"] += 1
+                continue
+            key = text.lower()
+            if key in seen:
+                self.stats["dropped_duplicate"] += 1
+                continue
+            seen.add(key)
+            subject = " ".join(str(raw.get("who", "")).split())
+            if not subject or subject.lower() in _FIRST_PERSON:
+                subject = turn.speaker
+                self.stats["fixed_subject"] += 1
+            etype = str(raw.get("type", "")).lower()
+            directness, specificity = str(raw.get("cert", "")).lower(), str(raw.get("spec", "")).lower()
+            if etype not in ENTITY_TYPES or directness not in DIRECTNESS or specificity not in SPECIFICITY:
+                self.stats["fixed_label"] += 1
+            etype = etype if etype in ENTITY_TYPES else "event"
+            resolved = None
+            when = " ".join(str(raw.get("when", "")).split())
+            if when:
+                resolved = resolve_time(when, session)
+                self.stats["times_resolved" if resolved else "times_unresolved"] += 1
+                if resolved is not None:
+                    text = re.sub(re.escape(when), resolved.human, text, count=1, flags=re.IGNORECASE)
+                elif when.lower() not in turn.text.lower():
+                    when = ""  # not copied from the message (a small model writes "previous message"): drop it
+            index = len(result.entities)
+            result.entities.append(
+                Entity(
+                    entity_id=_entity_id(turn, index, text),
+                    text=text,
+                    type=etype,  # type: ignore[arg-type]
+                    subject=subject,
+                    attribute=" ".join(str(raw.get("attr", "")).split())[:80],
+                    value=" ".join(str(raw.get("value", "")).split())[:120],
+                    time=resolved.iso if resolved else (when or None),
+                    evidence=evidence_span(turn.text, text),
+                    source_turn_ids=[turn.turn_id],
+                    session_time=said_at,
+                    directness=DIRECTNESS.get(directness, 0.6),
+                    consistency=1.0,
+                    specificity=SPECIFICITY.get(specificity, 0.6),
+                )
+            )
+        result.prerequisites = prerequisite_pairs(result.entities)
+        self.stats["entities"] += len(result.entities)
+        return result
+
+
+def prerequisite_pairs(entities: list[Entity]) -> list[tuple[int, int]]:
+    """Logical dependency inside one turn: facts about a subject depend on that subject's first
+    persona/relationship fact (who someone is comes before what they did), else on its first fact."""
+    pairs: list[tuple[int, int]] = []
+    by_subject: dict[str, list[int]] = {}
+    for i, e in enumerate(entities):
+        by_subject.setdefault(e.subject.lower(), []).append(i)
+    for indices in by_subject.values():
+        if len(indices) < 2:
+            continue
+        anchors = [i for i in indices if entities[i].type != "event"]
+        root = anchors[0] if anchors else indices[0]
+        pairs.extend((root, i) for i in indices if i != root)
+    return pairs
+
+
+def _entity_id(turn: Turn, index: int, text: str) -> str:
+    digest = hashlib.sha1(f"{turn.turn_id}\x00{turn.text}\x00{index}\x00{text}".encode()).hexdigest()[:10]
+    return f"e-{turn.turn_id}-{index}-{digest}"

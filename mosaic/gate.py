@@ -1,0 +1,288 @@
+"""Confidence gate and per-entity beliefs (MOSAIC mechanism 3).
+
+An extracted entity is committed only when its confidence rho (from directness, consistency
+and specificity) reaches ``rho_min`` and its belief over candidate values is settled enough
+(Shannon entropy <= ``delta`` bits). Otherwise it waits in an inspectable clarification queue
+with a targeted question, instead of silently entering memory.
+
+Beliefs live on a *slot* (subject + attribute): the candidates are the values held for that
+slot plus the new value. The update is Bayes' rule b(t+1)(v) ∝ b(t)(v) · L(v), where the
+likelihood L mixes a rule-based match (does v equal the new value?) with an LLM assessment
+(purpose="belief"). The LLM is asked only when there really are competing values.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from mosaic.entity import Entity
+from mosaic.llm import LLMClient, LLMError, LLMOutputError
+
+log = logging.getLogger(__name__)
+
+_NUMBER_WORDS = {
+    "zero": 0, "no": 0, "none": 0, "one": 1, "a": 1, "an": 1, "single": 1, "two": 2, "both": 2, "couple": 2,
+    "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9, "ten": 10,
+    "eleven": 11, "twelve": 12, "twenty": 20, "thirty": 30, "forty": 40, "fifty": 50, "hundred": 100,
+}
+
+
+def normalise(text: str) -> str:
+    """Lower-case, alphanumerics only, single spaces: the form values and slot names are compared in."""
+    return " ".join(re.sub(r"[^0-9a-z]+", " ", str(text).lower()).split())
+
+
+def number_in(text: str) -> float | None:
+    """The first number in ``text``, digits or a small number word; None when there is none."""
+    norm = normalise(text)
+    match = re.search(r"\d+(?:\.\d+)?", str(text).replace(",", ""))
+    if match:
+        return float(match.group())
+    for word in norm.split():
+        if word in _NUMBER_WORDS and word not in ("a", "an", "no"):
+            return float(_NUMBER_WORDS[word])
+    return None
+
+
+def values_match(a: str, b: str) -> bool:
+    """Rule-based value match: numbers compare as numbers, text by normalised equality or containment."""
+    na, nb = normalise(a), normalise(b)
+    if not na or not nb:
+        return False
+    num_a, num_b = number_in(a), number_in(b)
+    if num_a is not None and num_b is not None:
+        return num_a == num_b
+    return na == nb or (len(min(na, nb, key=len)) >= 4 and (na in nb or nb in na))
+
+
+def same_slot(a: Entity, b: Entity) -> bool:
+    """Whether two entities speak about the same subject and attribute (so their values compete)."""
+    if not a.attribute or not b.attribute:
+        return False
+    sa, sb = normalise(a.subject), normalise(b.subject)
+    aa, ab = normalise(a.attribute), normalise(b.attribute)
+    subject_ok = bool(sa) and (sa == sb or sa in sb.split() or sb in sa.split())
+    attribute_ok = aa == ab or (min(len(aa), len(ab)) >= 3 and (aa in ab or ab in aa))
+    return subject_ok and attribute_ok
+
+
+def confidence(directness: float, consistency: float, specificity: float, weights: tuple[float, float, float]) -> float:
+    """rho: the weighted mean of the three factors, each in [0, 1]."""
+    factors = (directness, consistency, specificity)
+    for name, value in zip(("directness", "consistency", "specificity"), factors):
+        if not 0.0 <= value <= 1.0:
+            raise ValueError(f"confidence factor {name}={value} is outside [0, 1]")
+    total = sum(weights)
+    if total <= 0 or any(w < 0 for w in weights):
+        raise ValueError(f"confidence weights {weights} must be non-negative and not all zero")
+    return sum(w * f for w, f in zip(weights, factors)) / total
+
+
+def consistency_with(value: str, held_values: list[str]) -> float:
+    """Agreement of ``value`` with the values already held for its slot: 1 all agree, 0 all disagree.
+
+    With nothing held there is nothing to disagree with, so the factor is 1.
+    """
+    if not held_values:
+        return 1.0
+    agree = sum(values_match(value, held) for held in held_values)
+    disagree = len(held_values) - agree
+    return 0.5 + 0.5 * (agree - disagree) / (agree + disagree)
+
+
+def entropy(belief: dict[str, float]) -> float:
+    """Shannon entropy in bits of a (normalised) belief."""
+    return -sum(p * math.log2(p) for p in belief.values() if p > 0)
+
+
+def normalised(weights: dict[str, float]) -> dict[str, float]:
+    total = sum(weights.values())
+    if total <= 0:
+        raise ValueError(f"cannot normalise a belief with total mass {total}")
+    return {k: v / total for k, v in weights.items()}
+
+
+def bayes_update(prior: dict[str, float], likelihood: dict[str, float]) -> dict[str, float]:
+    """b(t+1)(v) ∝ b(t)(v) · L(v) over the union of candidates (a candidate missing from either side has 0)."""
+    keys = list(dict.fromkeys([*prior, *likelihood]))
+    return normalised({k: prior.get(k, 0.0) * likelihood.get(k, 0.0) for k in keys})
+
+
+def smoothed_prior(held: dict[str, float], new_value: str, new_value_prior: float) -> dict[str, float]:
+    """Prior over held values plus a newcomer: the held belief keeps 1 - eps, the new value gets eps."""
+    if not held:
+        return {new_value: 1.0}
+    if new_value in held:
+        return normalised(dict(held))
+    held = normalised(held)
+    return {**{k: (1.0 - new_value_prior) * p for k, p in held.items()}, new_value: new_value_prior}
+
+
+@dataclass
+class GateDecision:
+    """Outcome of gating one entity; ``question`` is the targeted clarification when not committed."""
+
+    commit: bool
+    rho: float
+    entropy: float
+    belief: dict[str, float]
+    reason: str
+    question: str = ""
+    competing: list[str] = field(default_factory=list)  # ids of held entities whose values compete
+
+
+@dataclass
+class ClarificationItem:
+    entity: Entity
+    rho: float
+    entropy: float
+    reason: str
+    question: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"entity": self.entity.to_dict(), "rho": self.rho, "entropy": self.entropy, "reason": self.reason, "question": self.question}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "ClarificationItem":
+        return cls(Entity.from_dict(data["entity"]), float(data["rho"]), float(data["entropy"]), str(data["reason"]), str(data["question"]))
+
+
+_BELIEF_SYSTEM = (
+    "You judge which value of a fact is true now. Given earlier values and a new statement, "
+    "give each candidate a probability in [0,1] that it is the current true value. Reply with JSON."
+)
+
+
+class ConfidenceGate:
+    """Scores, believes and gates entities; holds nothing itself (the queue lives with the memory).
+
+    ``weights`` are (directness, consistency, specificity); ``rule_weight`` mixes the rule-based
+    likelihood with the LLM's (1 - rule_weight); ``new_value_prior`` is the prior mass a value
+    not seen before starts with. ``likelihood_floor`` keeps a single statement from zeroing a value.
+    """
+
+    def __init__(
+        self,
+        llm: LLMClient | None = None,
+        enabled: bool = True,
+        rho_min: float = 0.6,
+        delta: float = 0.8,
+        weights: tuple[float, float, float] | list[float] = (0.4, 0.3, 0.3),
+        rule_weight: float = 0.5,
+        new_value_prior: float = 0.5,
+        likelihood_floor: float = 0.05,
+        llm_assessment: bool = True,
+        max_tokens: int = 80,
+    ) -> None:
+        if not 0 < rho_min <= 1:
+            raise ValueError(f"gate.rho_min={rho_min} must be in (0, 1]")
+        self.llm = llm
+        self.enabled = enabled
+        self.rho_min = float(rho_min)
+        self.delta = float(delta)
+        self.weights = tuple(float(w) for w in weights)
+        if len(self.weights) != 3:
+            raise ValueError(f"gate.weights needs 3 numbers (directness, consistency, specificity), got {weights}")
+        self.rule_weight = float(rule_weight)
+        self.new_value_prior = float(new_value_prior)
+        self.likelihood_floor = float(likelihood_floor)
+        self.llm_assessment = llm_assessment and llm is not None
+        self.max_tokens = max_tokens
+        self.stats = {"assessed": 0, "committed": 0, "queued": 0, "llm_calls": 0, "llm_failures": 0}
+
+    # -- likelihoods -----------------------------------------------------------------
+    def reliability(self, entity: Entity) -> float:
+        """How much one statement is worth as evidence: directness and specificity only.
+
+        Consistency is left out on purpose: agreement with held values is already the prior,
+        and counting it twice would stop any direct correction from ever being committed.
+        """
+        w_d, _, w_s = self.weights
+        return (w_d * entity.directness + w_s * entity.specificity) / (w_d + w_s) if w_d + w_s > 0 else 1.0
+
+    def rule_likelihood(self, candidates: list[str], new_value: str, reliability: float) -> dict[str, float]:
+        """L(v) = r when v matches the new value, 1 - r otherwise (r clipped away from 0 and 1)."""
+        hi = min(max(reliability, self.likelihood_floor), 1.0 - self.likelihood_floor)
+        return {v: hi if values_match(v, new_value) else 1.0 - hi for v in candidates}
+
+    def llm_likelihood(self, entity: Entity, candidates: list[str]) -> dict[str, float] | None:
+        """The LLM's probability per candidate; None (counted) when it fails or answers off-schema."""
+        assert self.llm is not None
+        schema = {
+            "type": "object",
+            "properties": {"probabilities": {"type": "array", "items": {"type": "number"}, "minItems": len(candidates), "maxItems": len(candidates)}},
+            "required": ["probabilities"],
+        }
+        listing = "\n".join(f"{i + 1}. {v}" for i, v in enumerate(candidates))
+        user = (
+            f"Fact: {entity.subject} / {entity.attribute}\nCandidates:\n{listing}\n"
+            f"New statement (said {entity.session_time or 'recently'}): {entity.evidence or entity.text}\n"
+            "Probabilities, in candidate order:"
+        )
+        self.stats["llm_calls"] += 1
+        try:
+            out = self.llm.chat_json(
+                [{"role": "system", "content": _BELIEF_SYSTEM}, {"role": "user", "content": user}],
+                schema, max_tokens=self.max_tokens, purpose="belief",
+            )
+            probs = [float(p) for p in out["probabilities"]]
+        except (LLMOutputError, LLMError, KeyError, TypeError, ValueError) as err:
+            self.stats["llm_failures"] += 1
+            log.warning("belief assessment failed for %s: %s", entity.entity_id, err)
+            return None
+        if len(probs) != len(candidates):
+            self.stats["llm_failures"] += 1
+            return None
+        return {v: min(max(p, self.likelihood_floor), 1.0 - self.likelihood_floor) for v, p in zip(candidates, probs)}
+
+    # -- the gate --------------------------------------------------------------------
+    def assess(self, entity: Entity, held: list[Entity]) -> GateDecision:
+        """Set ``entity``'s consistency, confidence and belief against ``held`` same-slot entities; decide."""
+        self.stats["assessed"] += 1
+        # Events accumulate ("went to X", later "went to Y"); only states (persona, relationship) hold one value.
+        competing = [] if entity.type == "event" else [h for h in held if h.type != "event" and same_slot(entity, h)]
+        value = entity.value or entity.text
+        entity.consistency = consistency_with(value, [h.value for h in competing if h.value])
+        entity.confidence = confidence(entity.directness, entity.consistency, entity.specificity, self.weights)  # type: ignore[arg-type]
+        held_belief: dict[str, float] = {}
+        for h in competing:
+            for v, p in (h.belief or {h.value: 1.0}).items():
+                key = next((k for k in held_belief if values_match(k, v)), v)
+                held_belief[key] = held_belief.get(key, 0.0) + p
+        new_key = next((k for k in held_belief if values_match(k, value)), value)
+        prior = smoothed_prior(held_belief, new_key, self.new_value_prior)
+        if len(prior) > 1:
+            candidates = list(prior)
+            likelihood = self.rule_likelihood(candidates, value, self.reliability(entity))
+            if self.enabled and self.llm_assessment:
+                from_llm = self.llm_likelihood(entity, candidates)
+                if from_llm is not None:
+                    likelihood = {v: self.rule_weight * likelihood[v] + (1 - self.rule_weight) * from_llm[v] for v in candidates}
+            belief = bayes_update(prior, likelihood)
+        else:
+            belief = prior
+        entity.belief = {k: round(p, 6) for k, p in belief.items()}
+        h = entropy(belief)
+        ids = [c.entity_id for c in competing]
+        if not self.enabled:
+            return GateDecision(True, entity.confidence, h, entity.belief, "gate disabled", competing=ids)
+        if entity.confidence < self.rho_min:
+            decision = GateDecision(False, entity.confidence, h, entity.belief, f"rho {entity.confidence:.2f} < rho_min {self.rho_min}", question=self.question(entity, competing), competing=ids)
+        elif h > self.delta:
+            decision = GateDecision(False, entity.confidence, h, entity.belief, f"belief entropy {h:.2f} bits > delta {self.delta}", question=self.question(entity, competing), competing=ids)
+        else:
+            decision = GateDecision(True, entity.confidence, h, entity.belief, "committed", competing=ids)
+        self.stats["committed" if decision.commit else "queued"] += 1
+        return decision
+
+    @staticmethod
+    def question(entity: Entity, competing: list[Entity]) -> str:
+        """A targeted clarification: name the competing value when there is one."""
+        if competing and entity.attribute:
+            old = competing[-1]
+            return f"Earlier {old.subject or 'you'} said {entity.attribute} was '{old.value}'; is it now '{entity.value}'?"
+        return f"Just to confirm: {entity.text}?"

@@ -1,0 +1,349 @@
+"""Scaling benchmark for MOSAIC's read path: NCS rescoring vs full recompute, and dual-path
+(LSH -> communities -> exact) retrieval vs flat exact search and FAISS HNSW.
+
+Everything is synthetic and seeded; no LLM and no embedder are needed.
+
+* NCS graphs grow like MemoryGraph does: nodes arrive in order, each links in G_A to
+  ``--links`` earlier nodes (90% inside its planted community of ~50 nodes, weights U(0.5, 1)),
+  and 10% of nodes add a G_P edge to an earlier node of the same community. Importance is
+  U(0, 1). Leiden (mosaic.communities) supplies the communities. Each timed update adds one
+  node the same way; NCS rescoring (refresh disabled while timing) and a full recompute are
+  timed per update; top-10 agreement compares NCS scores after all updates with a full recompute.
+* Retrieval vectors are 384-d and clustered in two levels: topic centroids are random unit
+  vectors; community centroids are normalise(topic + N(0, I/d)) (10 communities per topic); items
+  are normalise(community centroid + ``--spread`` * N(0, I/d)), ~500 items per community; queries
+  are normalise(stored item + ``--query-noise`` * N(0, I/d)). The planted community labels
+  stand in for Leiden communities (at 1M vectors building G_A and running Leiden would dominate
+  the run; in MOSAIC the communities come from Leiden on G_A). Recall is against exact search.
+  With no LLM, a low-confidence LSH query uses the no-LLM fallback (Hamming-1 probing, then
+  exact search); ``llm_fallback_rate`` is the share of queries that would have called the LLM.
+
+Usage: ``python scripts/bench_scaling.py [--tiny|--small|--large] [--out results/bench]``
+"""
+
+from __future__ import annotations
+
+import os
+
+# Per-query latency is measured single-threaded for every mode: on a small shared machine
+# multi-threaded BLAS/OpenMP on one query vector mostly measures thread contention.
+for _variable in ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_variable, "1")
+
+import argparse
+import json
+import platform
+import random
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import faiss
+import networkx as nx
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from mosaic.communities import Communities  # noqa: E402
+from mosaic.retrieval import Retriever  # noqa: E402
+from mosaic.scoring import NodeScorer  # noqa: E402
+
+DIM = 384
+SIZES = {
+    "tiny": {"ncs": [200, 500], "retrieval": [2000, 4000], "updates": 10, "queries": 50},
+    "small": {"ncs": [1000, 5000], "retrieval": [10_000, 50_000], "updates": 50, "queries": 200},
+    "default": {"ncs": [1000, 10_000, 30_000], "retrieval": [10_000, 100_000, 300_000], "updates": 100, "queries": 300},
+    "large": {"ncs": [1000, 10_000, 100_000], "retrieval": [10_000, 100_000, 1_000_000], "updates": 100, "queries": 300},
+}
+
+
+# ---- NCS ----------------------------------------------------------------------------------------
+class SyntheticGraph:
+    """A stand-in exposing what the scorer and communities read from MemoryGraph."""
+
+    def __init__(self, seed: int, links: int, community_size: int = 50) -> None:
+        self.assoc = nx.Graph()
+        self.prereq = nx.DiGraph()
+        self.rng = random.Random(seed)
+        self.links = links
+        self.community_size = community_size
+        self._importance: dict[str, float] = {}
+        self._by_community: dict[int, list[str]] = {}
+        self._order: list[str] = []
+
+    def entity(self, entity_id: str) -> SimpleNamespace:
+        return SimpleNamespace(importance=self._importance[entity_id])
+
+    def grow(self) -> set[str]:
+        """Add one node the way MemoryGraph.add_entity does; return the changed ids."""
+        rng = self.rng
+        n = len(self._order)
+        node = f"e{n}"
+        community = rng.randrange(max(1, (n + 1) // self.community_size + 1))
+        self.assoc.add_node(node)
+        self._importance[node] = rng.random()
+        changed = {node}
+        peers = self._by_community.get(community, [])
+        for _ in range(min(self.links, n)):
+            pool = peers if peers and rng.random() < 0.9 else self._order
+            other = pool[rng.randrange(len(pool))]
+            self.assoc.add_edge(node, other, weight=rng.uniform(0.5, 1.0))
+            changed.add(other)
+        if peers and rng.random() < 0.1:
+            other = peers[rng.randrange(len(peers))]
+            self.prereq.add_edge(node, other)
+            changed.add(other)
+        self._order.append(node)
+        self._by_community.setdefault(community, []).append(node)
+        return changed
+
+
+def top_ids(scores: dict[str, float], k: int = 10) -> set[str]:
+    return set(sorted(scores, key=lambda i: (-scores[i], i))[:k])
+
+
+def bench_ncs(n_nodes: int, updates: int, full_updates: int, seed: int, links: int, refresh_every: int, push_epsilon: float | None = None) -> dict:
+    graph = SyntheticGraph(seed, links)
+    for _ in range(n_nodes):
+        graph.grow()
+    communities = Communities(seed=seed)
+    started = time.perf_counter()
+    communities.update(graph, set(graph.assoc.nodes))
+    leiden_ms = (time.perf_counter() - started) * 1000
+    ncs = NodeScorer(ncs=True, refresh_every=0, **({} if push_epsilon is None else {"push_epsilon": push_epsilon}))
+    full = NodeScorer(ncs=False)
+    ncs.on_write(graph, communities, set())
+    full.on_write(graph, communities, set())
+    previous_query = [f"e{random.Random(seed + 1).randrange(n_nodes)}"]
+    ncs.set_previous_query_entities(previous_query)
+    full.set_previous_query_entities(previous_query)
+    ncs_seconds, full_seconds, community_seconds, rescored = [], [], [], []
+    pushes_before = ncs.stats["pushes_total"]
+    for step in range(updates):
+        changed = graph.grow()
+        started = time.perf_counter()
+        communities.update(graph, changed)
+        community_seconds.append(time.perf_counter() - started)
+        started = time.perf_counter()
+        ncs.on_write(graph, communities, changed)
+        ncs_seconds.append(time.perf_counter() - started)
+        rescored.append(len(ncs.last_rescored))
+        if step < full_updates:
+            started = time.perf_counter()
+            full.on_write(graph, communities, changed)
+            full_seconds.append(time.perf_counter() - started)
+    full.refresh(graph)  # catch the full scorer up on the untimed updates
+    ncs_scores, full_scores = ncs.scores(), full.scores()
+    pagerank_ncs, pagerank_full = ncs.pagerank(), full.pagerank()
+    ncs_ms = 1000 * float(np.mean(ncs_seconds))
+    full_ms = 1000 * float(np.mean(full_seconds))
+    return {
+        "n_nodes": n_nodes,
+        "n_edges_assoc": graph.assoc.number_of_edges(),
+        "updates_timed_ncs": updates,
+        "updates_timed_full": len(full_seconds),
+        "ncs_ms_per_update": ncs_ms,
+        "ncs_ms_per_update_median": 1000 * float(np.median(ncs_seconds)),
+        "ncs_ms_per_update_p95": 1000 * float(np.percentile(ncs_seconds, 95)),
+        "ncs_pushes_per_update": (ncs.stats["pushes_total"] - pushes_before) / updates,
+        "full_ms_per_update": full_ms,
+        "full_ms_per_update_median": 1000 * float(np.median(full_seconds)),
+        "ncs_ms_per_update_amortised_with_refresh": ncs_ms + (full_ms / refresh_every if refresh_every else 0.0),
+        "refresh_every_for_amortised": refresh_every,
+        "mean_rescored_nodes": float(np.mean(rescored)),
+        "top10_agreement_vs_full": len(top_ids(ncs_scores) & top_ids(full_scores)) / 10,
+        "top10_pagerank_agreement_vs_full": len(top_ids(pagerank_ncs) & top_ids(pagerank_full)) / 10,
+        "max_abs_score_drift": max(abs(ncs_scores[i] - full_scores[i]) for i in full_scores),
+        "max_abs_pagerank_error": max(abs(pagerank_ncs[i] - pagerank_full[i]) for i in pagerank_full),
+        "drift_bound_mean_pagerank_error": ncs.drift_bound(),
+        "push_epsilon": ncs.push_epsilon,
+        "leiden_initial_ms": leiden_ms,
+        "communities_ms_per_update": 1000 * float(np.mean(community_seconds)),
+        "n_communities": len(communities),
+    }
+
+
+# ---- retrieval -----------------------------------------------------------------------------------
+def clustered_vectors(n_items: int, seed: int, spread: float, community_size: int = 500, per_topic: int = 10) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    n_communities = max(1, n_items // community_size)
+    n_topics = max(1, n_communities // per_topic)
+
+    def unit(x: np.ndarray) -> np.ndarray:
+        return (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32)
+
+    topics = unit(rng.standard_normal((n_topics, DIM), dtype=np.float32))
+    topic_of = np.arange(n_communities) % n_topics
+    centroids = unit(topics[topic_of] + rng.standard_normal((n_communities, DIM), dtype=np.float32) / np.sqrt(DIM))
+    labels = rng.integers(0, n_communities, n_items)
+    vectors = np.empty((n_items, DIM), np.float32)
+    for start in range(0, n_items, 100_000):
+        end = min(n_items, start + 100_000)
+        noise = rng.standard_normal((end - start, DIM), dtype=np.float32) * (spread / np.sqrt(DIM))
+        vectors[start:end] = unit(centroids[labels[start:end]] + noise)
+    return vectors, labels
+
+
+def timed_search(retriever: Retriever, queries: np.ndarray, k: int) -> tuple[float, list[list[str]]]:
+    """Mean ms per single query, one thread (see the note at the top)."""
+    results = []
+    threads = faiss.omp_get_max_threads()
+    faiss.omp_set_num_threads(1)
+    try:
+        started = time.perf_counter()
+        for query in queries:
+            results.append([entity_id for entity_id, _ in retriever.search(query, "", k)])
+        elapsed = time.perf_counter() - started
+    finally:
+        faiss.omp_set_num_threads(threads)
+    return 1000 * elapsed / len(queries), results
+
+
+def recall(found: list[list[str]], truth: list[list[str]], k: int) -> float:
+    return float(np.mean([len(set(f[:k]) & set(t[:k])) / k for f, t in zip(found, truth)]))
+
+
+def bench_retrieval(n_items: int, n_queries: int, seed: int, spread: float, query_noise: float, k: int = 5) -> dict:
+    vectors, labels = clustered_vectors(n_items, seed, spread)
+    ids = [f"m{i}" for i in range(n_items)]
+    rng = np.random.default_rng(seed + 1)
+    sources = rng.integers(0, n_items, n_queries)
+    queries = vectors[sources] + rng.standard_normal((n_queries, DIM), dtype=np.float32) * (query_noise / np.sqrt(DIM))
+    queries /= np.linalg.norm(queries, axis=1, keepdims=True)
+    row: dict = {"n_items": n_items, "n_queries": n_queries, "n_communities": int(labels.max() + 1), "k": k}
+    truth: list[list[str]] = []
+    for mode in ("exact", "hnsw", "dual"):
+        retriever = Retriever(mode=mode, top_k=k, seed=seed)
+        started = time.perf_counter()
+        retriever.build(ids, vectors, labels)
+        row[f"{mode}_build_s"] = time.perf_counter() - started
+        queries_for_mode = queries if mode != "exact" or n_items <= 100_000 else queries[: max(20, n_queries // 10)]
+        ms, found = timed_search(retriever, queries_for_mode, k)
+        name = {"exact": "flat", "hnsw": "hnsw", "dual": "dual"}[mode]
+        row[f"{name}_ms"] = ms
+        row[f"memory_mb_{name}"] = retriever.memory_bytes() / 2**20
+        if mode == "exact":
+            # ground truth for every query (batched; not timed)
+            _, positions = retriever._index.search(queries, k)
+            truth = [[ids[p] for p in row_positions] for row_positions in positions]
+        else:
+            row[f"{name}_recall_at_5"] = recall(found, truth, k)
+        if mode == "dual":
+            row["llm_fallback_rate"] = retriever.fallback_rate()
+            row["dual_fallbacks"] = {key: retriever.stats[key] for key in ("fallbacks", "multiprobe_fallbacks", "centroid_fallbacks", "exact_fallbacks")}
+            row["dual_mean_candidates_scanned"] = retriever.stats["candidates_scanned"] / n_queries
+            row["lsh_tables"], row["lsh_bits"] = retriever._router.tables, retriever._router.bits
+        del retriever
+    row["dual_speedup_vs_flat"] = row["flat_ms"] / row["dual_ms"]
+    row["dual_vs_hnsw_time_ratio"] = row["dual_ms"] / row["hnsw_ms"]
+    return row
+
+
+# ---- plots ---------------------------------------------------------------------------------------
+def plot(results: dict, out: Path) -> list[str]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    written = []
+    ncs = results["ncs"]
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    xs = [r["n_nodes"] for r in ncs]
+    axes[0].loglog(xs, [r["ncs_ms_per_update"] for r in ncs], "o-", label="NCS (local push)")
+    axes[0].loglog(xs, [r["full_ms_per_update"] for r in ncs], "s-", label="full recompute")
+    axes[0].set(xlabel="|V|", ylabel="ms per update", title="rescoring cost per write")
+    axes[0].legend()
+    axes[1].semilogx(xs, [r["top10_agreement_vs_full"] for r in ncs], "o-")
+    axes[1].set(xlabel="|V|", ylabel="top-10 agreement", ylim=(0, 1.05), title="NCS vs full recompute")
+    fig.tight_layout()
+    fig.savefig(out / "scaling_ncs.png", dpi=120)
+    written.append(str(out / "scaling_ncs.png"))
+    plt.close(fig)
+
+    retrieval = results["retrieval"]
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    xs = [r["n_items"] for r in retrieval]
+    for key, label in (("flat_ms", "flat exact"), ("hnsw_ms", "HNSW"), ("dual_ms", "dual (LSH->community->exact)")):
+        axes[0].loglog(xs, [r[key] for r in retrieval], "o-", label=label)
+    axes[0].set(xlabel="items", ylabel="ms per query", title="retrieval latency")
+    axes[0].legend()
+    axes[1].semilogx(xs, [r["dual_recall_at_5"] for r in retrieval], "o-", label="dual recall@5")
+    axes[1].semilogx(xs, [r["hnsw_recall_at_5"] for r in retrieval], "s-", label="HNSW recall@5")
+    axes[1].semilogx(xs, [r["llm_fallback_rate"] for r in retrieval], "^--", label="fallback rate")
+    axes[1].set(xlabel="items", ylim=(0, 1.05), title="vs exact search")
+    axes[1].legend()
+    fig.tight_layout()
+    fig.savefig(out / "scaling_retrieval.png", dpi=120)
+    written.append(str(out / "scaling_retrieval.png"))
+    plt.close(fig)
+    return written
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    size = parser.add_mutually_exclusive_group()
+    size.add_argument("--tiny", action="store_true", help="seconds; for the unit test")
+    size.add_argument("--small", action="store_true", help="CI mode, well under 2 minutes")
+    size.add_argument("--large", action="store_true", help="up to 100k nodes and 1M vectors (long)")
+    parser.add_argument("--out", default="results/bench")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--links", type=int, default=5, help="G_A edges per new node")
+    parser.add_argument("--full-updates", type=int, default=5, help="updates timed for full recompute")
+    parser.add_argument("--refresh-every", type=int, default=200, help="NCS refresh interval used for the amortised figure")
+    parser.add_argument("--push-epsilon", type=float, default=None, help="NCS push threshold (default: NodeScorer's)")
+    parser.add_argument("--ncs-sizes", type=int, nargs="*", help="override the mode's NCS sizes")
+    parser.add_argument("--retrieval-sizes", type=int, nargs="*", help="override the mode's retrieval sizes")
+    parser.add_argument("--spread", type=float, default=0.75, help="item noise around its community centroid")
+    parser.add_argument("--query-noise", type=float, default=0.5, help="query noise around a stored item")
+    parser.add_argument("--skip-ncs", action="store_true")
+    parser.add_argument("--skip-retrieval", action="store_true")
+    args = parser.parse_args(argv)
+    mode = "tiny" if args.tiny else "small" if args.small else "large" if args.large else "default"
+    plan = SIZES[mode]
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    results: dict = {
+        "schema_version": 1,
+        "mode": mode,
+        "command": " ".join([os.path.basename(sys.executable), *sys.argv]) if argv is None else f"main({argv})",
+        "seed": args.seed,
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "query_threads": 1,
+                    "build_threads": faiss.omp_get_max_threads()},
+        "data": {
+            "ncs": f"growing graph, {args.links} G_A links per new node (90% inside planted ~50-node communities, weight U(0.5,1)), "
+            "10% of nodes add a G_P edge inside their community, importance U(0,1); Leiden communities; "
+            f"NCS refresh disabled while timing; full recompute timed on the first {args.full_updates} updates",
+            "retrieval": f"{DIM}-d unit vectors, two-level Gaussian mixture: topic centroids random, community centroid = "
+            "normalise(topic + N(0,I/d)) with 10 communities per topic, item = normalise(centroid + "
+            f"{args.spread}*N(0,I/d)), ~500 items per community; query = normalise(stored item + {args.query_noise}*N(0,I/d)); "
+            "planted community labels stand in for Leiden communities; recall@5 against exact (flat) search; "
+            "no LLM, so low-confidence queries use the no-LLM fallback and llm_fallback_rate counts them",
+        },
+        "ncs": [],
+        "retrieval": [],
+    }
+    if not args.skip_ncs:
+        for n_nodes in args.ncs_sizes or plan["ncs"]:
+            row = bench_ncs(n_nodes, plan["updates"], args.full_updates, args.seed, args.links, args.refresh_every, args.push_epsilon)
+            results["ncs"].append(row)
+            print(json.dumps(row), flush=True)
+    if not args.skip_retrieval:
+        for n_items in args.retrieval_sizes or plan["retrieval"]:
+            row = bench_retrieval(n_items, plan["queries"], args.seed, args.spread, args.query_noise)
+            results["retrieval"].append(row)
+            print(json.dumps(row), flush=True)
+    results["elapsed_s"] = time.perf_counter() - started
+    path = out / "scaling.json"
+    path.write_text(json.dumps(results, indent=2))
+    if results["ncs"] and results["retrieval"]:
+        results["plots"] = plot(results, out)
+        path.write_text(json.dumps(results, indent=2))
+    print(path)
+    return results
+
+
+if __name__ == "__main__":
+    main()

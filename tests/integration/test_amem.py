@@ -1,0 +1,97 @@
+"""A-Mem (a-mem 0.2.6) through its adapter with the real local LLM: a LoCoMo slice and conflict probes.
+
+Needs the ``baselines`` extra. A-Mem's prompts are short, so the shared 0.5B fixture (8k context) fits.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from mosaic.protocol import Turn
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
+LOCOMO = Path(os.environ.get("MOSAIC_DATA_DIR", "/work/shared/data")) / "locomo10.json"
+N_TURNS = 3
+
+# (held fact, contradicting fact): the suite's shape, written for this test.
+PROBES = [
+    ("I live in Paris and I love the cafes there.", "I moved to Berlin last month, so I don't live in Paris anymore."),
+    ("I work as a high school teacher.", "I quit teaching; I now work as a nurse at the city hospital."),
+]
+
+
+def locomo_slice(n_turns: int) -> tuple[list[Turn], str]:
+    if not LOCOMO.exists():
+        pytest.fail(f"LoCoMo file {LOCOMO} is missing (set MOSAIC_DATA_DIR or run the data download script)")
+    conversation = json.loads(LOCOMO.read_text())[0]["conversation"]
+    when = datetime.strptime(conversation["session_1_date_time"], "%I:%M %p on %d %B, %Y").isoformat()
+    turns = [Turn(t["dia_id"], t["speaker"], t["text"], when) for t in conversation["session_1"][:n_turns]]
+    return turns, when
+
+
+@pytest.fixture(scope="module")
+def amem_system(small_llm, embedder, tmp_path_factory):
+    from hydra.utils import instantiate
+    from omegaconf import OmegaConf
+
+    cfg = OmegaConf.load(REPO / "conf/system/amem.yaml")  # the config `system=amem` runs
+    return instantiate(cfg, llm=small_llm, embedder=embedder, workdir=str(tmp_path_factory.mktemp("amem")))
+
+
+def test_locomo_slice_is_stored_searchable_and_metered(amem_system):
+    turns, when = locomo_slice(N_TURNS)
+    amem_system.reset("conv-0")
+    report = amem_system.add("conv-0", turns, session_time=when)
+
+    assert report.n_turns == N_TURNS
+    assert [s.source_turn_ids for s in report.stored] == [[t.turn_id] for t in turns]  # one note per turn
+    held = {item.memory_id: item for item in amem_system.stored_items("conv-0")}
+    assert set(held) == {s.memory_id for s in report.stored}
+    # per turn: one analysis call; one evolution call once there are neighbours (not for the first note)
+    assert report.usage.by_purpose["amem.analyze"]["calls"] == N_TURNS
+    assert report.usage.by_purpose["amem.evolution"]["calls"] == N_TURNS - 1
+    assert report.usage.prompt_tokens > 0 and report.usage.completion_tokens > 0
+
+    for event in report.updated:  # evolution rewrote a held note: it must be one of this slice's notes
+        assert event.old_memory_id in held and event.verdict == "update"
+        assert event.old_source_turn_ids and event.old_source_turn_ids != event.new_source_turn_ids
+
+    hits = amem_system.search("conv-0", "What did Caroline go to yesterday?", k=3)
+    assert len(hits) == 3
+    assert all(h.memory_id in held and h.timestamp == when for h in hits)
+    assert all(h.text == held[h.memory_id].text for h in hits)  # content fetched with read(id)
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+    print("\namem slice: evolution events", len(report.updated), "failures", report.failures, report.usage)
+    for h in hits:
+        print(f"  {h.score:.3f} {h.text} {h.source_turn_ids}")
+
+
+def test_conflict_probes_report_evolution_of_the_held_note(amem_system):
+    n_events = 0
+    for n, (held_fact, contradiction) in enumerate(PROBES):
+        namespace = f"probe-{n}"
+        amem_system.reset(namespace)
+        amem_system.add(namespace, [Turn(f"P{n}:1", "user", held_fact)], session_time="2024-01-10T10:00:00")
+        space = amem_system._spaces[namespace]
+        old_id = next(iter(space.turn_ids))
+        before = space.system.read(old_id)
+        old_context, old_tags = str(before.context), list(before.tags)
+        report = amem_system.add(namespace, [Turn(f"P{n}:2", "user", contradiction)], session_time="2024-03-02T10:00:00")
+        after = space.system.read(old_id)
+        changed = (str(after.context), list(after.tags)) != (old_context, old_tags)
+        # the report says the held note was rewritten exactly when A-Mem really rewrote it
+        assert [e.old_memory_id for e in report.updated] == ([old_id] if changed else [])
+        assert len(report.stored) == 1 and report.stored[0].source_turn_ids == [f"P{n}:2"]
+        hits = amem_system.search(namespace, held_fact, k=2)
+        assert {h.source_turn_ids[0] for h in hits} == {f"P{n}:1", f"P{n}:2"}
+        n_events += len(report.updated)
+        print(f"\nprobe {n}: held note rewritten={changed} context {old_context!r} -> {after.context!r}; "
+              f"events={[e.reason for e in report.updated]} failures={report.failures}")
+    print("amem evolution events over probes:", n_events)

@@ -1,0 +1,117 @@
+"""Mem0 (mem0ai 2.x) through its adapter with the real local LLM: a LoCoMo slice and conflict probes.
+
+Needs the ``baselines`` extra. Uses the 0.5B model with a 16k context: one Mem0 add sends an
+~8.4k-token system prompt, more than the shared 8k fixture holds.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from mosaic.protocol import AddReport, Turn
+
+pytestmark = pytest.mark.integration
+
+CACHE_DIR = Path(os.environ.get("MOSAIC_CACHE_DIR", Path(__file__).resolve().parents[2] / ".cache"))
+REPO = Path(__file__).resolve().parents[2]
+LOCOMO = Path(os.environ.get("MOSAIC_DATA_DIR", "/work/shared/data")) / "locomo10.json"
+N_TURNS = 2
+
+# (held fact, contradicting fact): the suite's shape, written for this test.
+PROBES = [
+    ("I live in Paris and I love the cafes there.", "I moved to Berlin last month, so I don't live in Paris anymore."),
+    ("I work as a high school teacher.", "I quit teaching; I now work as a nurse at the city hospital."),
+]
+
+
+def locomo_slice(n_turns: int) -> tuple[list[Turn], str]:
+    if not LOCOMO.exists():
+        pytest.fail(f"LoCoMo file {LOCOMO} is missing (set MOSAIC_DATA_DIR or run the data download script)")
+    conversation = json.loads(LOCOMO.read_text())[0]["conversation"]
+    when = datetime.strptime(conversation["session_1_date_time"], "%I:%M %p on %d %B, %Y").isoformat()
+    turns = [Turn(t["dia_id"], t["speaker"], t["text"], when) for t in conversation["session_1"][:n_turns]]
+    return turns, when
+
+
+@pytest.fixture(scope="module")
+def llm_16k():
+    from mosaic.llm import LocalLLM
+
+    client = LocalLLM(
+        model="qwen2.5-coder-0.5b-instruct", cache_path=str(CACHE_DIR / "llm_cache.sqlite"), context_tokens=16384
+    )
+    yield client
+    client.close()
+
+
+@pytest.fixture(scope="module")
+def mem0_system(llm_16k, embedder, tmp_path_factory):
+    from hydra.utils import instantiate
+    from omegaconf import OmegaConf
+
+    cfg = OmegaConf.load(REPO / "conf/system/mem0.yaml")  # the config `system=mem0` runs
+    return instantiate(cfg, llm=llm_16k, embedder=embedder, workdir=str(tmp_path_factory.mktemp("mem0")))
+
+
+def test_locomo_slice_is_stored_searchable_and_metered(mem0_system):
+    turns, when = locomo_slice(N_TURNS)
+    mem0_system.reset("conv-0")
+    report = mem0_system.add("conv-0", turns, session_time=when)
+
+    speakers = {t.speaker for t in turns}
+    assert report.n_turns == N_TURNS
+    # one Mem0 add (= one LLM call) per batch of 2 turns per speaker namespace
+    assert report.usage.calls == (N_TURNS // 2) * len(speakers)
+    assert report.usage.by_purpose["mem0.extract"]["calls"] == report.usage.calls
+    assert report.usage.prompt_tokens > 5000 * report.usage.calls  # Mem0's ~8k-token prompt, as the server counted it
+    assert report.stored, "Mem0 extracted no memory from six LoCoMo turns"
+    held = {item.memory_id: item for item in mem0_system.stored_items("conv-0")}
+    assert {s.memory_id for s in report.stored} == set(held)
+    slice_ids = {t.turn_id for t in turns}
+    assert all(set(item.source_turn_ids) <= slice_ids and item.source_turn_ids for item in held.values())
+
+    hits = mem0_system.search("conv-0", "What did Caroline go to yesterday?", k=5)
+    assert 0 < len(hits) <= 5
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+    assert all(h.memory_id in held and h.timestamp == when for h in hits)
+    print("\nmem0 slice:", len(report.stored), "memories;", report.usage)
+    for h in hits:
+        print(f"  {h.score:.3f} {h.text} {h.source_turn_ids}")
+
+
+def _check_against_library_state(report: AddReport, before: dict[str, str], after: dict[str, str]) -> None:
+    """The AddReport must say exactly what changed in Mem0's store."""
+    conflict_ids = {e.old_memory_id for e in report.conflict_events}
+    added = {s.memory_id for s in report.stored} - conflict_ids
+    assert added == set(after) - set(before)
+    for event in report.conflict_events:
+        assert event.old_memory_id in before
+        if event.reason.startswith("mem0 DELETE"):
+            assert event.old_memory_id not in after
+        else:
+            assert after[event.old_memory_id] == event.new_text != before[event.old_memory_id]
+
+
+def test_conflict_probes_report_what_changed(mem0_system):
+    n_conflicts = 0
+    for n, (held, contradiction) in enumerate(PROBES):
+        namespace = f"probe-{n}"
+        mem0_system.reset(namespace)
+        first = mem0_system.add(namespace, [Turn(f"P{n}:1", "user", held)], session_time="2024-01-10T10:00:00")
+        assert first.stored, f"Mem0 stored nothing for {held!r}"
+        before = {i.memory_id: i.text for i in mem0_system.stored_items(namespace)}
+        second = mem0_system.add(namespace, [Turn(f"P{n}:2", "user", contradiction)], session_time="2024-03-02T10:00:00")
+        after = {i.memory_id: i.text for i in mem0_system.stored_items(namespace)}
+        _check_against_library_state(second, before, after)
+        n_conflicts += len(second.conflict_events)
+        hits = mem0_system.search(namespace, held, k=3)
+        assert hits and all(set(h.source_turn_ids) <= {f"P{n}:1", f"P{n}:2"} for h in hits)
+        print(f"\nprobe {n}: before={list(before.values())} after={list(after.values())} "
+              f"events={[(e.verdict, e.reason) for e in second.conflict_events]}")
+    # mem0ai 2.x OSS add() is additive: it should never emit UPDATE/DELETE (docs/baselines.md)
+    print("mem0 conflict events over probes:", n_conflicts)

@@ -1,0 +1,142 @@
+"""A-Mem adapter: evolution -> AddReport mapping and the adapter's wiring, on hand-made library behaviour."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+from baselines.amem import AMemMemory, NeighbourUpdate, _Space, _temporary_env, evolution_to_events, note_content
+from mosaic.protocol import MemorySystem, Turn
+
+
+def _update(memory_id: str, changes: dict[str, Any]) -> NeighbourUpdate:
+    return NeighbourUpdate(memory_id, f"content of {memory_id}", "Living in Paris", ["home", "city"], changes, [f"T-{memory_id}"])
+
+
+def test_only_real_rewrites_of_held_notes_become_update_events():
+    updates = [
+        _update("same", {"context": "Living in Paris", "tags": ["home", "city"]}),  # rewritten with equal values
+        _update("ctx", {"context": "Moved from Paris to Berlin", "tags": ["home", "city"]}),
+        _update("tags", {"context": "Living in Paris", "tags": ["home", "relocation"]}),
+    ]
+    events = evolution_to_events("Speaker user says : I moved to Berlin", ["P:2"], updates)
+    assert [e.old_memory_id for e in events] == ["ctx", "tags"]
+    assert all(e.verdict == "update" and e.new_source_turn_ids == ["P:2"] for e in events)
+    assert events[0].old_text == "content of ctx" and events[0].old_source_turn_ids == ["T-ctx"]
+    assert "context" in events[0].reason and "tags" in events[1].reason
+    assert all("evolution" in e.reason for e in events)
+
+
+def test_note_content_follows_amem_locomo_script():
+    assert note_content(Turn("D1:1", "Caroline", "Hi")) == "Speaker Caroline says : Hi"
+
+
+def test_temporary_env_restores_previous_values():
+    os.environ["MOSAIC_T_A"] = "old"
+    os.environ.pop("MOSAIC_T_B", None)
+    with _temporary_env({"MOSAIC_T_A": "new", "MOSAIC_T_B": "set"}):
+        assert os.environ["MOSAIC_T_A"] == "new" and os.environ["MOSAIC_T_B"] == "set"
+    assert os.environ["MOSAIC_T_A"] == "old" and "MOSAIC_T_B" not in os.environ
+    del os.environ["MOSAIC_T_A"]
+
+
+class _ScriptedAMem:
+    """Stands in for AgenticMemorySystem: each add_note 'evolves' the previous note like A-Mem does."""
+
+    def __init__(self) -> None:
+        self.notes: dict[str, SimpleNamespace] = {}
+        self.cache = SimpleNamespace(clear=lambda: None)
+        self.retriever = SimpleNamespace(count=lambda: len(self.notes))
+
+    def read(self, memory_id):
+        return self.notes.get(memory_id)
+
+    def update(self, memory_id, **changes):
+        for key, value in changes.items():
+            setattr(self.notes[memory_id], key, value)
+        return True
+
+    def analyze_content(self, content):
+        return {"keywords": [], "context": "ctx", "tags": ["t"]}
+
+    def add_note(self, content, time=None):
+        self.analyze_content(content)
+        previous = list(self.notes)
+        note_id = f"n{len(self.notes) + 1}"
+        if previous:
+            self.process_memory(previous[-1])
+        self.notes[note_id] = SimpleNamespace(content=content, context="ctx", tags=["t"], timestamp=time)
+        return note_id
+
+    def process_memory(self, neighbour_id):  # mimics evolution: rewrites the neighbour's context
+        self.update(neighbour_id, context=f"evolved by note {len(self.notes) + 1}", tags=["t"])
+
+    def search(self, query, k):
+        return [{"id": i, "score": 0.5 * n} for n, i in enumerate(list(self.notes)[:k])]
+
+
+def test_adapter_reports_stored_notes_and_evolution_of_existing_notes(tmp_path: Path):
+    adapter = AMemMemory(llm=object(), embedder=object(), workdir=str(tmp_path))
+    assert isinstance(adapter, MemorySystem)
+    fake = _ScriptedAMem()
+    space = _Space(fake, tmp_path, {})
+    adapter._instrument(space)
+    adapter._spaces["conv"] = space
+
+    turns = [Turn("D1:1", "Caroline", "I live in Paris"), Turn("D1:2", "Caroline", "I moved to Berlin")]
+    report = adapter.add("conv", turns, session_time="2023-05-08T13:56:00")
+
+    assert [(s.memory_id, s.source_turn_ids) for s in report.stored] == [("n1", ["D1:1"]), ("n2", ["D1:2"])]
+    assert len(report.updated) == 1
+    event = report.updated[0]
+    assert (event.old_memory_id, event.old_text, event.old_source_turn_ids) == ("n1", "Speaker Caroline says : I live in Paris", ["D1:1"])
+    assert event.new_source_turn_ids == ["D1:2"]
+    assert fake.notes["n1"].timestamp == "2023-05-08T13:56:00"
+
+    hits = adapter.search("conv", "where", 2)
+    assert [(h.memory_id, h.text, h.source_turn_ids) for h in hits] == [
+        ("n1", "Speaker Caroline says : I live in Paris", ["D1:1"]),
+        ("n2", "Speaker Caroline says : I moved to Berlin", ["D1:2"]),
+    ]
+    assert hits[0].score == 1.0 and hits[1].score == 1.0 / 1.5  # distance -> higher-is-better
+    assert (tmp_path / "turn_ids.json").read_text() == '{"n1": ["D1:1"], "n2": ["D1:2"]}'
+
+
+def test_library_tap_meters_caches_and_fixes_sampling(tmp_path: Path):
+    """The wrapper both adapters put on the library's OpenAI client (baselines/library_llm.py)."""
+    from openai.types.chat import ChatCompletion
+
+    from baselines.library_llm import LibraryLLMTap
+    from mosaic.llm import ResponseCache, UsageMeter
+
+    sent: list[dict[str, Any]] = []
+
+    def create(**request):
+        sent.append(dict(request))
+        return ChatCompletion.model_validate({
+            "id": "c1", "object": "chat.completion", "created": 0, "model": request["model"],
+            "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": '{"a": 1}'}}],
+            "usage": {"prompt_tokens": 120, "completion_tokens": 7, "total_tokens": 127},
+        })
+
+    client = SimpleNamespace(chat=SimpleNamespace(completions=SimpleNamespace(create=create)))
+    harness = SimpleNamespace(meter=UsageMeter(), cache=ResponseCache(tmp_path / "cache.sqlite"))
+    tap = LibraryLLMTap("a-mem", harness, purpose="amem.analyze", temperature=0.0, max_tokens=64)
+    tap.install(client)
+    tap.install(client)  # idempotent: no double wrapping
+
+    request = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "temperature": 1.0}
+    first = client.chat.completions.create(**request)
+    tap.purpose = "amem.evolution"
+    second = client.chat.completions.create(**request)
+
+    assert len(sent) == 1  # the repeat came from the response cache
+    assert sent[0]["temperature"] == 0.0 and sent[0]["seed"] == 0 and sent[0]["max_tokens"] == 64
+    assert first.choices[0].message.content == second.choices[0].message.content == '{"a": 1}'
+    usage = tap.usage
+    assert (usage.calls, usage.cached_calls, usage.prompt_tokens, usage.completion_tokens) == (2, 1, 240, 14)
+    assert usage.by_purpose["amem.analyze"]["calls"] == 1 and usage.by_purpose["amem.evolution"]["calls"] == 1
+    assert harness.meter.snapshot().calls == 2  # the run's totals include the library's calls
+    assert tap.last_text == '{"a": 1}'

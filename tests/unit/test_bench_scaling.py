@@ -1,0 +1,35 @@
+"""The scaling benchmark's tiny mode runs end to end and writes every key the issue asks for."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "bench_scaling.py"
+
+
+@pytest.mark.slow
+def test_tiny_mode_writes_scaling_json_and_plots(tmp_path):
+    spec = importlib.util.spec_from_file_location("bench_scaling", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.main(["--tiny", "--out", str(tmp_path)])
+    results = json.loads((tmp_path / "scaling.json").read_text())
+    assert results["mode"] == "tiny" and results["data"]["ncs"] and results["data"]["retrieval"]
+    assert [row["n_nodes"] for row in results["ncs"]] == module.SIZES["tiny"]["ncs"]
+    for row in results["ncs"]:
+        for key in ("n_nodes", "ncs_ms_per_update", "full_ms_per_update", "top10_agreement_vs_full"):
+            assert key in row
+        assert row["ncs_ms_per_update"] > 0 and row["full_ms_per_update"] > 0
+        assert 0.0 <= row["top10_agreement_vs_full"] <= 1.0
+    assert [row["n_items"] for row in results["retrieval"]] == module.SIZES["tiny"]["retrieval"]
+    for row in results["retrieval"]:
+        for key in ("n_items", "flat_ms", "hnsw_ms", "dual_ms", "dual_recall_at_5", "hnsw_recall_at_5", "llm_fallback_rate",
+                    "memory_mb_flat", "memory_mb_hnsw", "memory_mb_dual"):
+            assert key in row
+        assert 0.0 <= row["dual_recall_at_5"] <= 1.0 and 0.0 <= row["llm_fallback_rate"] <= 1.0
+    assert (tmp_path / "scaling_ncs.png").stat().st_size > 0
+    assert (tmp_path / "scaling_retrieval.png").stat().st_size > 0

@@ -1,0 +1,92 @@
+"""Extraction: relative dates resolved in Python against the session date; model output cleaned and counted."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import pytest
+
+from mosaic.extract import EntityExtractor, parse_session_time, prerequisite_pairs, resolve_time
+from mosaic.protocol import Turn
+from tests.fakes import FakeLLM
+
+SESSION = parse_session_time("1:56 pm on 8 May, 2023")  # a Monday
+
+
+@pytest.mark.parametrize(
+    "phrase, iso",
+    [
+        ("yesterday", "2023-05-07"),
+        ("Today", "2023-05-08"),
+        ("3 days ago", "2023-05-05"),
+        ("two weeks ago", "week of 2023-04-24"),
+        ("a month ago", "2023-04"),
+        ("last week", "week of 2023-05-01"),
+        ("next month", "2023-06"),
+        ("last year", "2022"),
+        ("last Friday", "2023-05-05"),
+        ("last Monday", "2023-05-01"),
+        ("next Monday", "2023-05-15"),
+        ("last weekend", "weekend of 2023-05-06"),
+        ("in 2 weeks", "week of 2023-05-22"),
+        ("7 May 2022", "2022-05-07"),
+        ("May 2021", "2021-05"),
+        ("2019", "2019"),
+        ("on 20 April", "2023-04-20"),
+    ],
+)
+def test_relative_and_absolute_times_resolve_against_the_session(phrase, iso):
+    assert SESSION == datetime(2023, 5, 8, 13, 56)
+    resolved = resolve_time(phrase, SESSION)
+    assert resolved is not None and resolved.iso == iso
+
+
+def test_unresolvable_phrases_give_none():
+    assert resolve_time("someday", SESSION) is None
+    assert resolve_time("yesterday", None) is None
+    assert resolve_time("", SESSION) is None
+
+
+def _turn(text: str = "I went to a support group yesterday. It was powerful.") -> Turn:
+    return Turn("D1:3", "Caroline", text)
+
+
+def test_output_is_cleaned_resolved_and_counted():
+    facts = {"facts": [
+        {"fact": "Caroline went to an LGBTQ support group yesterday", "type": "event", "who": "I", "attr": "activity",
+         "value": "support group", "when": "yesterday", "cert": "stated", "spec": "exact"},
+        {"fact": "Caroline went to an LGBTQ support group yesterday", "type": "event", "who": "Caroline", "attr": "",
+         "value": "", "when": "", "cert": "stated", "spec": "exact"},
+        {"fact": "  ", "type": "persona", "who": "Caroline", "attr": "", "value": "", "when": "", "cert": "stated", "spec": "exact"},
+        {"fact": "Caroline found it powerful", "type": "feeling", "who": "Caroline", "attr": "opinion",
+         "value": "powerful", "when": "", "cert": "sure", "spec": "vague"},
+    ]}
+    llm = FakeLLM(lambda messages, schema: facts)
+    ex = EntityExtractor(llm, max_entities=3)
+    result = ex.extract(_turn(), "1:56 pm on 8 May, 2023")
+    assert [e.text for e in result.entities] == ["Caroline went to an LGBTQ support group on 7 May 2023", "Caroline found it powerful"]
+    first, second = result.entities
+    assert first.subject == "Caroline" and first.time == "2023-05-07" and first.source_turn_ids == ["D1:3"]
+    assert first.evidence == "I went to a support group yesterday." and first.session_time == "2023-05-08T13:56:00"
+    assert second.type == "event" and second.directness == 0.6 and second.specificity == 0.3
+    assert ex.stats["dropped_duplicate"] == 1 and ex.stats["dropped_empty"] == 1
+    assert ex.stats["fixed_subject"] == 1 and ex.stats["fixed_label"] == 1 and ex.stats["times_resolved"] == 1
+    assert llm.requests[0]["purpose"] == "extraction" and llm.requests[0]["schema"]["properties"]["facts"]["maxItems"] == 3
+    assert llm.requests[0]["messages"][:-1] == ex.messages(_turn("other"), "2023-01-01", None)[:-1]  # fixed prefix for the prompt cache
+
+
+def test_broken_output_is_a_counted_failure_not_a_crash():
+    ex = EntityExtractor(FakeLLM(lambda m, s: "{not json"))
+    result = ex.extract(_turn(), None)
+    assert result.entities == [] and result.failures == 1 and ex.stats["calls_failed"] == 1
+
+
+def test_prerequisites_follow_subject_anchors():
+    facts = {"facts": [
+        {"fact": "Mel took the kids camping", "type": "event", "who": "Mel", "attr": "", "value": "", "when": "", "cert": "stated", "spec": "exact"},
+        {"fact": "Mel has three kids", "type": "persona", "who": "Mel", "attr": "kids", "value": "3", "when": "", "cert": "stated", "spec": "exact"},
+        {"fact": "Caroline is Mel's friend", "type": "relationship", "who": "Caroline", "attr": "", "value": "", "when": "", "cert": "stated", "spec": "exact"},
+    ]}
+    result = EntityExtractor(FakeLLM(lambda m, s: facts)).extract(Turn("D2:1", "Mel", "x"), None)
+    assert result.prerequisites == [(1, 0)]
+    assert prerequisite_pairs([]) == []
