@@ -143,6 +143,8 @@ def run(cfg: DictConfig, overrides: list[str] | None = None) -> dict[str, Any]:
         system = build_system(cfg, llm, embedder, run_dir)
         benchmark = instantiate(cfg.benchmark, _convert_="all")
         ctx = RunContext(run_dir=run_dir, cfg=cfg, llm=llm, judge_llm=judge_llm, embedder=embedder, answerer=answerer, log=log)
+        if hasattr(system, "run_metadata"):  # e.g. Mem0's "semantic search only (no spaCy model)"
+            ctx.extra_metadata["system_metadata"] = system.run_metadata()
         metrics = benchmark.run(system, ctx)
         metrics["metadata"] = {
             "schema_version": SCHEMA_VERSION,

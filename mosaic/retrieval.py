@@ -21,7 +21,6 @@ nothing similar enough the search runs over everything. Every fallback is counte
 from __future__ import annotations
 
 import logging
-from collections import defaultdict
 from typing import Any, Callable, Protocol
 
 import faiss

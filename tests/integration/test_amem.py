@@ -17,7 +17,7 @@ from mosaic.protocol import Turn
 pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
-LOCOMO = Path(os.environ.get("MOSAIC_DATA_DIR", "/work/shared/data")) / "locomo10.json"
+LOCOMO = Path(os.environ.get("MOSAIC_DATA_DIR", Path(__file__).resolve().parents[2] / "data")) / "locomo10.json"
 N_TURNS = 3
 
 # (held fact, contradicting fact): the suite's shape, written for this test.

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.integration
 
 CACHE_DIR = Path(os.environ.get("MOSAIC_CACHE_DIR", Path(__file__).resolve().parents[2] / ".cache"))
 REPO = Path(__file__).resolve().parents[2]
-LOCOMO = Path(os.environ.get("MOSAIC_DATA_DIR", "/work/shared/data")) / "locomo10.json"
+LOCOMO = Path(os.environ.get("MOSAIC_DATA_DIR", Path(__file__).resolve().parents[2] / "data")) / "locomo10.json"
 N_TURNS = 2
 
 # (held fact, contradicting fact): the suite's shape, written for this test.
