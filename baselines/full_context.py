@@ -16,6 +16,8 @@ from mosaic.protocol import AddReport, Retrieved, StoredItem, Turn
 class FullContextMemory:
     """Keeps turns verbatim; history is cut to ``max_context_tokens`` (chars / ``chars_per_token``)."""
 
+    conflict_signal = False  # append-only: never updates, rejects or flags, so Table 3 scores it 0 by construction
+
     def __init__(
         self,
         llm: Any,

@@ -39,6 +39,8 @@ def chunk_text(turns: list[Turn]) -> str:
 class RagMemory:
     """One chunk per ``chunk_turns`` consecutive turns of one add call; IndexFlatIP over unit vectors."""
 
+    conflict_signal = False  # append-only: never updates, rejects or flags, so Table 3 scores it 0 by construction
+
     def __init__(self, llm: Any, embedder: Embedder, workdir: str, chunk_turns: int = 1, name: str = "rag") -> None:
         if chunk_turns < 1:
             raise ValueError(f"system.chunk_turns must be >= 1, got {chunk_turns}")
