@@ -41,8 +41,9 @@ def semantic_config(cfg: DictConfig) -> dict[str, Any]:
     assert isinstance(raw, dict)
     for key in NON_SEMANTIC_KEYS:
         raw.pop(key, None)
-    for group in ("llm", "judge", "embedder"):  # cache paths are where, not what
-        _drop_key(raw.get(group), "cache_path")
+    for group in ("llm", "judge", "embedder"):  # cache paths and log levels are where/how, not what
+        for key in ("cache_path", "verbosity"):
+            _drop_key(raw.get(group), key)
     resolved = OmegaConf.to_container(OmegaConf.create(raw), resolve=True, throw_on_missing=False)
     assert isinstance(resolved, dict)
     return resolved

@@ -393,6 +393,7 @@ class LocalLLM(OpenAICompatClient):
         timeout_s: float = 600.0,
         max_retries: int = 3,
         extra_body: dict[str, Any] | None = None,
+        verbosity: int = 1,
     ) -> None:
         super().__init__(
             base_url="",
@@ -407,6 +408,7 @@ class LocalLLM(OpenAICompatClient):
         self.hub_filename = hub_filename
         self.threads = threads or os.cpu_count() or 2
         self.parallel = parallel
+        self.verbosity = verbosity  # llama.cpp log level: 1 keeps warnings/errors, 3 logs every slot event
         self._server: Any = None
 
     @property
@@ -434,6 +436,7 @@ class LocalLLM(OpenAICompatClient):
             params.hostnames = ["127.0.0.1"]
             params.port = free_port()
             params.embedding = False
+            params.verbosity = self.verbosity
             log.info("starting local LLM %s on 127.0.0.1:%d", path.name, params.port)
             self._server = xllamacpp.Server(params)
             self._base_url = str(self._server.listening_address).rstrip("/")
