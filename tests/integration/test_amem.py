@@ -14,7 +14,7 @@ import pytest
 
 from mosaic.protocol import Turn
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.baselines_live]
 
 REPO = Path(__file__).resolve().parents[2]
 LOCOMO = Path(os.environ.get("MOSAIC_DATA_DIR", Path(__file__).resolve().parents[2] / "data")) / "locomo10.json"

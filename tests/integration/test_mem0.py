@@ -15,7 +15,7 @@ import pytest
 
 from mosaic.protocol import AddReport, Turn
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.baselines_live]
 
 CACHE_DIR = Path(os.environ.get("MOSAIC_CACHE_DIR", Path(__file__).resolve().parents[2] / ".cache"))
 REPO = Path(__file__).resolve().parents[2]
