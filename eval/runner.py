@@ -11,6 +11,7 @@ import hashlib
 import json
 import logging
 import os
+import shutil
 import subprocess
 import time
 from datetime import datetime, timezone
@@ -130,6 +131,9 @@ def run(cfg: DictConfig, overrides: list[str] | None = None) -> dict[str, Any]:
         metrics = json.loads(metrics_path.read_text())
         _finish(cfg, run_dir, metrics, log_external=False)
         return metrics
+    if cfg.overwrite and run_dir.exists():
+        log.info("overwrite=true: clearing %s (the LLM cache still makes the redo cheap)", run_dir)
+        shutil.rmtree(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
     (run_dir / "overrides.json").write_text(json.dumps(overrides or [], indent=2))
@@ -147,6 +151,9 @@ def run(cfg: DictConfig, overrides: list[str] | None = None) -> dict[str, Any]:
         if hasattr(system, "run_metadata"):  # e.g. Mem0's "semantic search only (no spaCy model)"
             ctx.extra_metadata["system_metadata"] = system.run_metadata()
         metrics = benchmark.run(system, ctx)
+        system_metrics = getattr(system, "metrics", None)
+        if callable(system_metrics) and "system_metrics" not in metrics:  # e.g. MOSAIC's LSH fallback rate, NCS drift
+            metrics["system_metrics"] = system_metrics()
         metrics["metadata"] = {
             "schema_version": SCHEMA_VERSION,
             "git_sha": git_sha(),
