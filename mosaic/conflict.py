@@ -27,7 +27,7 @@ from typing import Any, Literal, Protocol
 
 import numpy as np
 
-from mosaic.entity import Entity
+from mosaic.entity import Entity, evidence_strength
 from mosaic.llm import LLMClient
 
 Verdict = Literal["update", "reject", "flag"]
@@ -366,11 +366,16 @@ class ConflictDetector:
 
     # -- policy ----------------------------------------------------------------------
     def resolve(self, new: Entity, old: Entity) -> Verdict:
-        """Newer and at least as authoritative -> update; clearly stronger held evidence -> reject; else flag."""
-        if old.confidence - new.confidence >= self.reject_margin:
+        """Newer and at least as authoritative -> update; clearly stronger held evidence -> reject; else flag.
+
+        Authority is evidence strength (directness, specificity), not the gate's rho: rho includes
+        consistency with held values, which every correction lacks by definition.
+        """
+        strength_new, strength_old = evidence_strength(new), evidence_strength(old)
+        if strength_old - strength_new >= self.reject_margin:
             return "reject"
         newer = bool(new.session_time and (not old.session_time or new.session_time > old.session_time))
-        if newer and new.confidence >= old.confidence:
+        if newer and strength_new >= strength_old:
             return "update"
         return "flag"
 

@@ -41,3 +41,13 @@ class Entity:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Entity":
         return cls(**data)
+
+
+def evidence_strength(entity: Entity, w_directness: float = 0.4, w_specificity: float = 0.3) -> float:
+    """How much one statement is worth as evidence: directness and specificity only.
+
+    Consistency (agreement with held values) is left out on purpose: a correction always
+    disagrees with what is held, so counting it would make every newer correction look weaker.
+    """
+    total = w_directness + w_specificity
+    return (w_directness * entity.directness + w_specificity * entity.specificity) / total if total > 0 else 1.0

@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from mosaic.entity import Entity
+from mosaic.entity import Entity, evidence_strength
 from mosaic.llm import LLMClient, LLMError, LLMOutputError
 
 log = logging.getLogger(__name__)
@@ -196,13 +196,9 @@ class ConfidenceGate:
 
     # -- likelihoods -----------------------------------------------------------------
     def reliability(self, entity: Entity) -> float:
-        """How much one statement is worth as evidence: directness and specificity only.
-
-        Consistency is left out on purpose: agreement with held values is already the prior,
-        and counting it twice would stop any direct correction from ever being committed.
-        """
+        """Evidence strength of one statement under this gate's weights (consistency left out)."""
         w_d, _, w_s = self.weights
-        return (w_d * entity.directness + w_s * entity.specificity) / (w_d + w_s) if w_d + w_s > 0 else 1.0
+        return evidence_strength(entity, w_d, w_s)
 
     def rule_likelihood(self, candidates: list[str], new_value: str, reliability: float) -> dict[str, float]:
         """L(v) = r when v matches the new value, 1 - r otherwise (r clipped away from 0 and 1)."""

@@ -15,7 +15,6 @@ avoids it; tests can hand in doubles through ``parts``.
 from __future__ import annotations
 
 import copy
-import dataclasses
 import importlib
 import logging
 import re
@@ -360,10 +359,10 @@ class MosaicMemory:
         return out
 
     def _policy(self, space: _Namespace, new: Entity, old: Entity) -> str:
-        strength_new, strength_old = self.gate.reliability(new), self.gate.reliability(old)
         resolve = getattr(space.detector, "resolve", None)
-        if callable(resolve):
-            return resolve(dataclasses.replace(new, confidence=strength_new), dataclasses.replace(old, confidence=strength_old))
+        if callable(resolve):  # one policy for detector and belief decisions
+            return resolve(new, old)
+        strength_new, strength_old = self.gate.reliability(new), self.gate.reliability(old)
         newer = bool(new.session_time and (not old.session_time or new.session_time > old.session_time))
         if strength_old - strength_new >= 0.2:
             return "reject"

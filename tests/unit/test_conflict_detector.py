@@ -122,11 +122,14 @@ def test_threshold_and_explanation_calls():
 
 def test_resolution_policy():
     detector = ConflictDetector(FakeLLM(lambda m, s: "0"))
-    old = Entity("o", "x", "persona", session_time="2024-01-01", confidence=0.9)
-    assert detector.resolve(Entity("n", "y", "persona", session_time="2024-02-01", confidence=0.9), old) == "update"
-    assert detector.resolve(Entity("n", "y", "persona", session_time="2024-02-01", confidence=0.5), old) == "reject"
-    assert detector.resolve(Entity("n", "y", "persona", session_time="2023-12-01", confidence=0.9), old) == "flag"
-    assert detector.resolve(Entity("n", "y", "persona", session_time=None, confidence=0.9), old) == "flag"
+    old = Entity("o", "x", "persona", session_time="2024-01-01", directness=0.9, specificity=0.9)
+    assert detector.resolve(Entity("n", "y", "persona", session_time="2024-02-01", directness=0.9, specificity=0.9), old) == "update"
+    assert detector.resolve(Entity("n", "y", "persona", session_time="2024-02-01", directness=0.5, specificity=0.5), old) == "reject"
+    assert detector.resolve(Entity("n", "y", "persona", session_time="2023-12-01", directness=0.9, specificity=0.9), old) == "flag"
+    assert detector.resolve(Entity("n", "y", "persona", session_time=None, directness=0.9, specificity=0.9), old) == "flag"
+    # a newer, direct, exact correction updates even though its rho is low (it disagrees with what is held)
+    correction = Entity("n", "y", "persona", session_time="2024-02-01", directness=1.0, specificity=1.0, consistency=0.0, confidence=0.6)
+    assert detector.resolve(correction, Entity("o", "x", "persona", session_time="2024-01-01", confidence=1.0)) == "update"
 
 
 def test_empty_memory_costs_nothing():
