@@ -192,14 +192,21 @@ def format_nli_query(facts: list[str], new_text: str) -> str:
     return "Facts:\n" + "\n".join(lines) + f"\nNEW: {new_text}\nIs NEW true, false or unknown given the facts?"
 
 
-def build_nli_messages(facts: list[str], new_text: str) -> list[dict[str, str]]:
-    """System + few-shot turns (fixed prefix) + this query, for the three-way (NLI-style) judgement."""
-    messages = [{"role": "system", "content": NLI_SYSTEM_PROMPT}]
-    for ex_facts, ex_new, answer in NLI_FEW_SHOT:
-        messages.append({"role": "user", "content": format_nli_query(ex_facts, ex_new)})
+def few_shot_messages(
+    system: str, examples: Any, format_query_fn: Any, facts: list[str], new_text: str
+) -> list[dict[str, str]]:
+    """System + few-shot turns (a fixed prefix shared by every call, so llama.cpp caches it) + this query."""
+    messages = [{"role": "system", "content": system}]
+    for ex_facts, ex_new, answer in examples:
+        messages.append({"role": "user", "content": format_query_fn(ex_facts, ex_new)})
         messages.append({"role": "assistant", "content": answer})
-    messages.append({"role": "user", "content": format_nli_query(facts, new_text)})
+    messages.append({"role": "user", "content": format_query_fn(facts, new_text)})
     return messages
+
+
+def build_nli_messages(facts: list[str], new_text: str) -> list[dict[str, str]]:
+    """Prompt for the three-way (NLI-style) judgement."""
+    return few_shot_messages(NLI_SYSTEM_PROMPT, NLI_FEW_SHOT, format_nli_query, facts, new_text)
 
 
 def label_distribution(logprobs: list[dict[str, Any]] | None, text: str) -> dict[str, float]:
@@ -225,13 +232,8 @@ def format_query(facts: list[str], new_text: str) -> str:
 
 
 def build_messages(facts: list[str], new_text: str) -> list[dict[str, str]]:
-    """System + few-shot turns (a fixed prefix shared by every call) + this query."""
-    messages = [{"role": "system", "content": SYSTEM_PROMPT}]
-    for ex_facts, ex_new, answer in FEW_SHOT:
-        messages.append({"role": "user", "content": format_query(ex_facts, ex_new)})
-        messages.append({"role": "assistant", "content": answer})
-    messages.append({"role": "user", "content": format_query(facts, new_text)})
-    return messages
+    """Prompt for the "which fact is contradicted" judgement."""
+    return few_shot_messages(SYSTEM_PROMPT, FEW_SHOT, format_query, facts, new_text)
 
 
 def digit_distribution(logprobs: list[dict[str, Any]] | None, text: str, n_facts: int) -> dict[int, float]:
