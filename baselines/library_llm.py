@@ -93,6 +93,7 @@ class LibraryLLMTap:
             latency_s=latency,
             cached=hit is not None,
             model=str(request.get("model", "")),
+            cached_prompt_tokens=int(getattr(getattr(usage, "prompt_tokens_details", None), "cached_tokens", 0) or 0),
         )
         self.last_text = result.text
         self.meter.record(self.purpose, result)

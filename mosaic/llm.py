@@ -44,6 +44,7 @@ class ChatResult:
     cached: bool
     model: str
     logprobs: list[dict[str, Any]] | None = None
+    cached_prompt_tokens: int = 0  # prompt tokens the server reused from its prefix cache (usage.prompt_tokens_details)
 
     def json(self) -> Any:
         """Parse the text as JSON, tolerating a Markdown code fence around it."""
@@ -140,6 +141,8 @@ class UsageMeter:
             bucket["calls"] += 1
             bucket["prompt_tokens"] += result.prompt_tokens
             bucket["completion_tokens"] += result.completion_tokens
+            if result.cached_prompt_tokens:  # how much of the prompt the server's prefix cache covered
+                bucket["server_cached_prompt_tokens"] = bucket.get("server_cached_prompt_tokens", 0) + result.cached_prompt_tokens
             if not result.cached:
                 self.latencies_s.append(result.latency_s)
 
@@ -329,6 +332,7 @@ class OpenAICompatClient:
                 cached=False,
                 model=self.model_id,
                 logprobs=(choice.get("logprobs") or {}).get("content") if top_logprobs else None,
+                cached_prompt_tokens=int((usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0),
             )
             if self.cache:
                 self.cache.put(key, {k: v for k, v in result.__dict__.items() if k != "cached"})

@@ -227,14 +227,22 @@ class MosaicMemory:
             store.path.unlink()
 
     def add(self, namespace: str, turns: list[Turn], session_time: str | None = None) -> AddReport:
+        return self._add(namespace, turns, session_time, check_conflicts=True)
+
+    def seed(self, namespace: str, turns: list[Turn], session_time: str | None = None) -> AddReport:
+        """``add`` without the save-time conflict check (extraction and the gate still run): for
+        knowledge that is vetted already, such as a conflict suite's context."""
+        return self._add(namespace, turns, session_time, check_conflicts=False)
+
+    def _add(self, namespace: str, turns: list[Turn], session_time: str | None, check_conflicts: bool) -> AddReport:
         space = self._space(namespace)
         report = AddReport()
         for turn in turns:
-            report.merge(self._add_turn(space, turn, session_time or turn.session_time))
+            report.merge(self._add_turn(space, turn, session_time or turn.session_time, check_conflicts))
         self._save(namespace, space)
         return report
 
-    def _add_turn(self, space: _Namespace, turn: Turn, session_time: str | None) -> AddReport:
+    def _add_turn(self, space: _Namespace, turn: Turn, session_time: str | None, check_conflicts: bool = True) -> AddReport:
         started = time.perf_counter()
         before = self.llm.usage
         report = AddReport(n_turns=1)
@@ -258,7 +266,7 @@ class MosaicMemory:
                 self.stats["queued"] += 1
                 continue
             entity.importance = entity.confidence
-            applied = self._commit(space, entity, vector, report, competing=decision.competing)
+            applied = self._commit(space, entity, vector, report, competing=decision.competing, check=check_conflicts)
             if applied is not None:
                 changed |= applied
                 committed[index] = entity.entity_id
@@ -282,11 +290,14 @@ class MosaicMemory:
         })
         return report
 
-    def _commit(self, space: _Namespace, entity: Entity, vector: Any, report: AddReport, competing: list[str] = ()) -> set[str] | None:
-        """Run the conflict check and apply its decisions; returns changed ids, or None if rejected."""
+    def _commit(
+        self, space: _Namespace, entity: Entity, vector: Any, report: AddReport, competing: list[str] = (), check: bool = True
+    ) -> set[str] | None:
+        """Run the conflict check (unless ``check`` is off) and apply its decisions; returns changed ids, or None if rejected."""
         graph = space.graph
-        decisions = space.detector.check(entity, graph) if space.detector is not None else []
-        if space.detector is not None and self.use_belief:
+        detector = space.detector if check else None
+        decisions = detector.check(entity, graph) if detector is not None else []
+        if detector is not None and self.use_belief:
             decisions += self._belief_decisions(space, entity, competing, {d.old_id for d in decisions})
         live = []
         for d in decisions:

@@ -136,6 +136,17 @@ class Snapshottable(Protocol):
 
 
 @runtime_checkable
+class Seedable(Protocol):
+    """Optional: systems that can take turns as already-vetted knowledge, without save-time checks.
+
+    The injected-conflict suite seeds each context this way, so that memory holds exactly the
+    context the probes are checked against instead of the context's facts judged against each other.
+    """
+
+    def seed(self, namespace: str, turns: list[Turn], session_time: str | None = None) -> AddReport: ...
+
+
+@runtime_checkable
 class Inspectable(Protocol):
     """Optional: systems that can list what they hold (HaluMem extraction metrics)."""
 

@@ -204,37 +204,51 @@ def recall(found: list[list[str]], truth: list[list[str]], k: int) -> float:
     return float(np.mean([len(set(f[:k]) & set(t[:k])) / k for f, t in zip(found, truth)]))
 
 
-def bench_retrieval(n_items: int, n_queries: int, seed: int, spread: float, query_noise: float, k: int = 5) -> dict:
+def bench_retrieval(n_items: int, n_queries: int, seed: int, spread: float, query_noise: float, k: int = 5, rounds: int = 3) -> dict:
+    """Build the three indexes side by side, then time them in ``rounds`` interleaved rounds.
+
+    Interleaving (flat, HNSW, dual, flat, HNSW, dual, ...) and taking each mode's median round
+    means that load from other processes on a shared machine hits every mode alike, instead of
+    whichever mode happened to be timed while it lasted. Per-round times are kept in the row.
+    """
     vectors, labels = clustered_vectors(n_items, seed, spread)
     ids = [f"m{i}" for i in range(n_items)]
     rng = np.random.default_rng(seed + 1)
     sources = rng.integers(0, n_items, n_queries)
     queries = vectors[sources] + rng.standard_normal((n_queries, DIM), dtype=np.float32) * (query_noise / np.sqrt(DIM))
     queries /= np.linalg.norm(queries, axis=1, keepdims=True)
-    row: dict = {"n_items": n_items, "n_queries": n_queries, "n_communities": int(labels.max() + 1), "k": k}
-    truth: list[list[str]] = []
+    row: dict = {"n_items": n_items, "n_queries": n_queries, "n_communities": int(labels.max() + 1), "k": k, "timing_rounds": rounds}
+    names = {"exact": "flat", "hnsw": "hnsw", "dual": "dual"}
+    retrievers: dict[str, Retriever] = {}
     for mode in ("exact", "hnsw", "dual"):
         retriever = Retriever(mode=mode, top_k=k, seed=seed)
         started = time.perf_counter()
         retriever.build(ids, vectors, labels)
         row[f"{mode}_build_s"] = time.perf_counter() - started
-        queries_for_mode = queries if mode != "exact" or n_items <= 100_000 else queries[: max(20, n_queries // 10)]
-        ms, found = timed_search(retriever, queries_for_mode, k)
-        name = {"exact": "flat", "hnsw": "hnsw", "dual": "dual"}[mode]
-        row[f"{name}_ms"] = ms
-        row[f"memory_mb_{name}"] = retriever.memory_bytes() / 2**20
-        if mode == "exact":
-            # ground truth for every query (batched; not timed)
-            _, positions = retriever._index.search(queries, k)
-            truth = [[ids[p] for p in row_positions] for row_positions in positions]
-        else:
-            row[f"{name}_recall_at_5"] = recall(found, truth, k)
-        if mode == "dual":
-            row["llm_fallback_rate"] = retriever.fallback_rate()
-            row["dual_fallbacks"] = {key: retriever.stats[key] for key in ("fallbacks", "multiprobe_fallbacks", "centroid_fallbacks", "exact_fallbacks")}
-            row["dual_mean_candidates_scanned"] = retriever.stats["candidates_scanned"] / n_queries
-            row["lsh_tables"], row["lsh_bits"] = retriever._router.tables, retriever._router.bits
-        del retriever
+        row[f"memory_mb_{names[mode]}"] = retriever.memory_bytes() / 2**20
+        retrievers[mode] = retriever
+    del vectors
+    # ground truth for every query (batched; not timed)
+    _, positions = retrievers["exact"]._index.search(queries, k)
+    truth = [[ids[p] for p in row_positions] for row_positions in positions]
+    flat_queries = queries if n_items <= 100_000 else queries[: max(20, n_queries // 10)]  # flat at 1M: 150 ms each
+    per_round: dict[str, list[float]] = {names[m]: [] for m in retrievers}
+    found: dict[str, list[list[str]]] = {}
+    for _ in range(rounds):
+        for mode, retriever in retrievers.items():
+            ms, found[mode] = timed_search(retriever, flat_queries if mode == "exact" else queries, k)
+            per_round[names[mode]].append(ms)
+    for name, values in per_round.items():
+        row[f"{name}_ms"] = float(np.median(values))
+        row[f"{name}_ms_rounds"] = values
+    row["hnsw_recall_at_5"] = recall(found["hnsw"], truth, k)
+    row["dual_recall_at_5"] = recall(found["dual"], truth, k)
+    dual = retrievers["dual"]
+    queries_seen = dual.stats["queries"]
+    row["llm_fallback_rate"] = dual.fallback_rate()
+    row["dual_fallbacks"] = {key: dual.stats[key] for key in ("fallbacks", "multiprobe_fallbacks", "centroid_fallbacks", "exact_fallbacks")}
+    row["dual_mean_candidates_scanned"] = dual.stats["candidates_scanned"] / queries_seen
+    row["lsh_tables"], row["lsh_bits"] = dual._router.tables, dual._router.bits
     row["dual_speedup_vs_flat"] = row["flat_ms"] / row["dual_ms"]
     row["dual_vs_hnsw_time_ratio"] = row["dual_ms"] / row["hnsw_ms"]
     return row
@@ -281,6 +295,20 @@ def plot(results: dict, out: Path) -> list[str]:
     return written
 
 
+def carry_over_skipped(results: dict, path: Path, skipped: list[str]) -> None:
+    """Keep a skipped section from the previous file of the same mode, saying where it came from,
+    so that one half of the large benchmark can be re-run without discarding the other."""
+    if not skipped or not path.exists():
+        return
+    previous = json.loads(path.read_text())
+    if previous.get("mode") != results["mode"]:
+        return
+    for section in skipped:
+        if previous.get(section):
+            results[section] = previous[section]
+            results.setdefault("carried_over", {})[section] = previous.get("carried_over", {}).get(section, previous.get("command"))
+
+
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     size = parser.add_mutually_exclusive_group()
@@ -299,6 +327,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--query-noise", type=float, default=0.5, help="query noise around a stored item")
     parser.add_argument("--skip-ncs", action="store_true")
     parser.add_argument("--skip-retrieval", action="store_true")
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved timing rounds per retrieval size (median reported)")
     args = parser.parse_args(argv)
     mode = "tiny" if args.tiny else "small" if args.small else "large" if args.large else "default"
     plan = SIZES[mode]
@@ -332,11 +361,12 @@ def main(argv: list[str] | None = None) -> dict:
             print(json.dumps(row), flush=True)
     if not args.skip_retrieval:
         for n_items in args.retrieval_sizes or plan["retrieval"]:
-            row = bench_retrieval(n_items, plan["queries"], args.seed, args.spread, args.query_noise)
+            row = bench_retrieval(n_items, plan["queries"], args.seed, args.spread, args.query_noise, rounds=args.rounds)
             results["retrieval"].append(row)
             print(json.dumps(row), flush=True)
     results["elapsed_s"] = time.perf_counter() - started
     path = out / "scaling.json"
+    carry_over_skipped(results, path, skipped=[name for name, skip in (("ncs", args.skip_ncs), ("retrieval", args.skip_retrieval)) if skip])
     path.write_text(json.dumps(results, indent=2))
     if results["ncs"] and results["retrieval"]:
         results["plots"] = plot(results, out)

@@ -1,7 +1,8 @@
 """Injected-conflict benchmark (paper Table 3), with what the paper did not measure: false alarms.
 
-For each case the system holds exactly the case's context: each context is ingested once and
-snapshotted; before each probe the snapshot is restored (systems that are not ``Snapshottable``
+For each case the system holds exactly the case's context: each context is ingested once
+(through ``seed`` when the system is ``Seedable`` and ``trusted_context`` is on, i.e. without
+save-time checks of the context's facts against each other) and snapshotted; before each probe the snapshot is restored (systems that are not ``Snapshottable``
 are reset and re-ingested). The probe is then written with ``system.add`` and the system's own
 ``AddReport`` decides detection:
 
@@ -27,13 +28,14 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from tqdm import tqdm
 
 from eval.benchmarks.conflict_suite import CONFLICT_TYPES, Suite, SuiteCase, load_suite
 from eval.context import RunContext
 from eval.metrics import bootstrap_ci
 from eval.tables import format_ci
 from mosaic.conflict import quantities
-from mosaic.protocol import AddReport, MemorySystem, Snapshottable
+from mosaic.protocol import AddReport, MemorySystem, Seedable, Snapshottable
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +58,7 @@ class ConflictBenchmark:
         limit_cases: int | None = None,
         bootstrap_samples: int = 1000,
         seed: int = 0,
+        trusted_context: bool = True,
     ) -> None:
         self.suite_path = suite
         self.name = name
@@ -65,6 +68,7 @@ class ConflictBenchmark:
         self.limit_cases = limit_cases
         self.bootstrap_samples = int(bootstrap_samples)
         self.seed = int(seed)
+        self.trusted_context = bool(trusted_context)
         self.suite: Suite = load_suite(suite)  # fail at construction on a malformed suite
 
     # -- running ---------------------------------------------------------------------
@@ -75,6 +79,7 @@ class ConflictBenchmark:
         ingests = ctx.rows("ingests", key_field="context")
         snapshottable = isinstance(system, Snapshottable)
         radius = self._radius_sets(ctx, cases)
+        bar = tqdm(total=len(cases), initial=sum(c.id in rows for c in cases), desc="conflict cases", unit="case")
         for context_id in dict.fromkeys(c.context for c in cases):
             pending = [c for c in cases if c.context == context_id and c.id not in rows]
             if not pending:
@@ -86,6 +91,7 @@ class ConflictBenchmark:
                 if state is not None:
                     system.restore(namespace, state)
                 elif not fresh:
+                    bar.set_postfix_str(f"ingesting context {context_id!r}")
                     self._ingest(system, namespace, context_id, ingests)
                     if snapshottable:
                         state = system.snapshot(namespace)
@@ -95,14 +101,19 @@ class ConflictBenchmark:
                 row = score_case(suite, case, report, radius.get(case.id))
                 row["seconds"] = round(time.perf_counter() - started, 3)
                 rows.append(row)
+                bar.update(1)
+                bar.set_postfix(detected=sum(bool(r["detected_strict"]) for r in rows.rows() if r.get("conflict")),
+                                false_alarms=sum(bool(r["detected_lenient"]) for r in rows.rows() if not r.get("conflict")))
                 log.info("%s: conflict=%s strict=%s lenient=%s", case.id, case.conflict, row["detected_strict"], row["detected_lenient"])
                 if state is None:
                     system.reset(namespace)  # not snapshottable: the next case re-ingests from scratch
+        bar.close()
         done = [rows.get(c.id) for c in cases]
         metrics = aggregate([r for r in done if r is not None], self.bootstrap_samples, self.seed)
         metrics.update({
             "suite": suite.name, "suite_path": self.suite_path, "radius_k": self.radius_k,
             "snapshot_restore": snapshottable,
+            "context_written_with": "seed (no save-time checks)" if self.trusted_context and isinstance(system, Seedable) else "add",
             "conflict_signal": getattr(system, "conflict_signal", None),
             "ingest": {r["context"]: r for r in ingests.rows()},
         })  # fmt: skip
@@ -114,10 +125,13 @@ class ConflictBenchmark:
     def _ingest(self, system: MemorySystem, namespace: str, context_id: str, ingests: Any) -> None:
         system.reset(namespace)
         started = time.perf_counter()
-        report = system.add(namespace, self.suite.context_turns(context_id, self.context_session_time), self.context_session_time)
+        turns = self.suite.context_turns(context_id, self.context_session_time)
+        seeded = self.trusted_context and isinstance(system, Seedable)
+        write = system.seed if seeded else system.add
+        report = write(namespace, turns, self.context_session_time)
         if context_id not in ingests:
             ingests.append({
-                "context": context_id, "turns": report.n_turns, "stored": len(report.stored),
+                "context": context_id, "seeded": seeded, "turns": report.n_turns, "stored": len(report.stored),
                 "queued": len(report.queued), "conflict_events": len(report.conflict_events),
                 "llm_calls": report.usage.calls, "seconds": round(time.perf_counter() - started, 2),
             })  # fmt: skip

@@ -33,3 +33,16 @@ def test_small_mode_writes_scaling_json_and_plots(tmp_path):
         assert 0.0 <= row["dual_recall_at_5"] <= 1.0 and 0.0 <= row["llm_fallback_rate"] <= 1.0
     assert (tmp_path / "scaling_ncs.png").stat().st_size > 0
     assert (tmp_path / "scaling_retrieval.png").stat().st_size > 0
+
+
+def test_skipped_section_is_carried_over_from_the_same_mode(tmp_path):
+    spec = importlib.util.spec_from_file_location("bench_scaling", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    first = module.main(["--tiny", "--out", str(tmp_path), "--rounds", "3"])
+    assert all(len(row["dual_ms_rounds"]) == 3 and row["dual_ms"] in row["dual_ms_rounds"] for row in first["retrieval"])
+    second = module.main(["--tiny", "--out", str(tmp_path), "--skip-ncs", "--rounds", "1"])
+    assert second["ncs"] == first["ncs"] and second["carried_over"]["ncs"] == first["command"]
+    assert all(len(row["dual_ms_rounds"]) == 1 for row in second["retrieval"])
+    other = module.main(["--small", "--out", str(tmp_path), "--skip-ncs", "--skip-retrieval"])
+    assert other["ncs"] == [] and "carried_over" not in other  # a different mode's numbers are never mixed in

@@ -203,3 +203,26 @@ def test_benchmark_run_restores_or_reingests_and_resumes(tmp_path, snapshots):
     assert [r["id"] for r in rows] == ["n1", "l1", "ok1"] and rows[0]["reason"] == "because"
     again = ScriptedMemory(snapshots)
     assert bench.run(again, ctx)["detection_rate"]["mean"] == 0.5 and again.ingests == 0  # resumed: nothing redone
+
+
+def test_seedable_systems_get_their_context_through_seed(tmp_path):
+    from eval.context import RunContext
+
+    path = tmp_path / "mini.json"
+    path.write_text(json.dumps(MINI))
+    system = ScriptedMemory(snapshots=True)
+    seeded: list[int] = []
+
+    def seed(namespace, turns, session_time=None):
+        seeded.append(len(turns))
+        system.held[namespace] += [t.turn_id for t in turns]
+        return _report(calls=1)
+
+    system.seed = seed
+    ctx = RunContext(run_dir=tmp_path / "run", cfg=None, llm=None, judge_llm=None, embedder=_Embedder(), answerer=None)
+    metrics = ConflictBenchmark(suite=str(path), bootstrap_samples=50).run(system, ctx)
+    assert seeded == [len(MINI["contexts"]["c"])] and system.ingests == 0  # context via seed, probes via add
+    assert metrics["context_written_with"].startswith("seed") and metrics["detection_rate"]["mean"] == 0.5
+    untrusted = ConflictBenchmark(suite=str(path), bootstrap_samples=50, trusted_context=False)
+    ctx2 = RunContext(run_dir=tmp_path / "run2", cfg=None, llm=None, judge_llm=None, embedder=_Embedder(), answerer=None)
+    assert untrusted.run(system, ctx2)["context_written_with"] == "add" and system.ingests == 1

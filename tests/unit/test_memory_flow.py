@@ -10,7 +10,7 @@ import pytest
 
 from mosaic.entity import Entity
 from mosaic.memory import MosaicMemory, MosaicParts
-from mosaic.protocol import Inspectable, MemorySystem, Snapshottable, Turn
+from mosaic.protocol import Inspectable, MemorySystem, Seedable, Snapshottable, Turn
 from tests.fakes import FakeLLM
 from tests.unit.test_graph import BowEmbedder
 
@@ -187,3 +187,14 @@ def test_belief_abandoning_a_held_value_resolves_it_when_the_detector_misses(tmp
     off_detector.check = lambda new, graph: []
     _add(off, "c", "D1:1", "I have two dogs.", when="2023-05-08")
     assert _add(off, "c", "D2:1", "We have three dogs now.", when="2023-06-08").conflict_events == []
+
+
+def test_seed_skips_the_conflict_check_but_add_does_not(tmp_path):
+    mem, _, detector = _memory(tmp_path, gate={"enabled": False})  # the gate would queue a third competing value
+    assert isinstance(mem, Seedable)
+    mem.seed("c", [Turn("D1:1", "Ana", "I have two dogs.")], session_time="2023-05-08")
+    seeded = mem.seed("c", [Turn("D1:2", "Ana", "We have three dogs now.")], session_time="2023-05-08")
+    assert detector.calls == 0 and not (seeded.updated or seeded.flagged or seeded.rejected)
+    assert sorted(s.text for s in mem.stored_items("c")) == ["Ana has 2 dogs", "Ana has 3 dogs"]  # both held, unjudged
+    report = _add(mem, "c", "D2:1", "Maybe we have four dogs?", when="2023-06-08")
+    assert detector.calls == 1 and {e.old_text for e in report.updated} == {"Ana has 2 dogs", "Ana has 3 dogs"}
