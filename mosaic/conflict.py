@@ -266,7 +266,8 @@ class ConflictDetector:
     ``numeric_similarity`` (masked-text cosine that makes two statements "about the same thing"),
     ``threshold`` on the LLM's 1 - p(0), ``explain`` (one extra short call for a reason on hits; off by
     default: on the 1.5B model it mostly answered "The facts contradict each other.", at ~4 s a hit),
-    ``reject_margin`` (how much more confident held evidence must be to reject the newcomer).
+    ``reject_margin`` (how much more confident held evidence must be to reject the newcomer),
+    ``duplicate_similarity`` (cosine at which the nearest held fact counts as a restatement: no LLM call).
     """
 
     def __init__(
@@ -284,6 +285,7 @@ class ConflictDetector:
         reject_margin: float = 0.2,
         top_logprobs: int = 10,
         max_explain_tokens: int = 40,
+        duplicate_similarity: float = 0.95,
     ) -> None:
         self.llm = llm
         self.k = int(k)
@@ -300,6 +302,7 @@ class ConflictDetector:
         self.reject_margin = float(reject_margin)
         self.top_logprobs = int(top_logprobs)
         self.max_explain_tokens = int(max_explain_tokens)
+        self.duplicate_similarity = float(duplicate_similarity)
         self.last_trace: dict[str, Any] = {}  # what the last check saw and scored (for miss analysis)
         self.stats: dict[str, int] = {"checks": 0, "no_candidates": 0, "numeric_hits": 0, "llm_calls": 0, "llm_hits": 0,
                                       "update": 0, "reject": 0, "flag": 0}  # fmt: skip
@@ -406,6 +409,12 @@ class ConflictDetector:
                 old, why, sim = hit
                 self.last_trace["decided_by"] = "numeric"
                 return [ConflictDecision(new.entity_id, old.entity_id, self.resolve(new, old), "numeric", why, min(1.0, sim))]
+        top, top_similarity = cands[0]
+        if top_similarity >= self.duplicate_similarity or _normalise_text(top.text) == _normalise_text(new.text):
+            # a restatement of a held fact (numbers already agreed, or the rule above would have fired)
+            # is not a contradiction; the small model's p(false) on identical texts is not near 0
+            self.last_trace["decided_by"] = "duplicate"
+            return []
         if not self.use_llm:
             return []
         facts = [e for e, _ in cands[: self.n_facts]]
@@ -426,6 +435,10 @@ class ConflictDetector:
             reason = (f"LLM: NEW is false given the held facts (p(false)={score:.2f}); nearest: {old.text}" if self.mode == "nli"
                       else f"LLM picked fact {pick} (p={score:.2f}): {old.text}")
         return [ConflictDecision(new.entity_id, old.entity_id, self.resolve(new, old), kind, reason, score, related)]
+
+
+def _normalise_text(text: str) -> str:
+    return " ".join(re.sub(r"[^\w/.%$]+", " ", text.lower()).split())
 
 
 def _same_slot(a: Entity, b: Entity) -> bool:

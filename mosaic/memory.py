@@ -15,6 +15,7 @@ avoids it; tests can hand in doubles through ``parts``.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import importlib
 import logging
 import re
@@ -246,8 +247,11 @@ class MosaicMemory:
         started = time.perf_counter()
         before = self.llm.usage
         report = AddReport(n_turns=1)
-        extraction = self.extractor.extract(turn, session_time, previous=space.last_turn)
-        space.last_turn = turn
+        # the previous turn is conversational context only within one session: a message from
+        # another session (or a probe written after a restored context) is not what this one answers
+        previous = space.last_turn if space.last_turn is not None and space.last_turn.session_time == session_time else None
+        extraction = self.extractor.extract(turn, session_time, previous=previous)
+        space.last_turn = dataclasses.replace(turn, session_time=session_time)
         report.failures += extraction.failures
         self.stats["turns"] += 1
         self.stats["entities_extracted"] += len(extraction.entities)

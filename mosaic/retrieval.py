@@ -80,6 +80,7 @@ class LSHCommunityRouter:
         self._offsets = np.zeros(1, np.int64)  # bucket b holds entries offsets[b]:offsets[b+1]
         self._communities = np.zeros(0, np.int64)
         self._shares = np.zeros(0, np.float64)
+        self._n_labels = 0
 
     def codes(self, vectors: np.ndarray) -> np.ndarray:
         """(n, tables) int64 bucket keys, identical to IndexLSH.sa_encode's bits cut per table."""
@@ -106,6 +107,7 @@ class LSHCommunityRouter:
         self._offsets = np.append(starts, len(pairs)).astype(np.int64)
         self._communities = pairs[:, 1].copy()
         self._shares = counts / np.repeat(sizes, np.diff(self._offsets))
+        self._n_labels = int(communities.max()) + 1 if len(communities) else 0
 
     def vote(self, vector: np.ndarray, hamming_radius: int = 0) -> tuple[np.ndarray, np.ndarray, int]:
         """Communities that got votes (ascending ids), their votes summed over tables (a non-empty
@@ -129,9 +131,10 @@ class LSHCommunityRouter:
         entries = np.repeat(starts - np.cumsum(lengths) + lengths, lengths) + np.arange(lengths.sum())
         communities = self._communities[entries]
         weights_per_entry = self._shares[entries] * np.repeat(weights_per_bucket, lengths)
-        unique, inverse = np.unique(communities, return_inverse=True)
-        totals = np.bincount(inverse, weights=weights_per_entry)
-        return unique, totals, hits
+        # community ids are small dense integers: one bincount, no sort (np.unique) per query
+        totals = np.bincount(communities, weights=weights_per_entry, minlength=self._n_labels)
+        unique = np.flatnonzero(totals)
+        return unique, totals[unique], hits
 
     def _find(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Bucket positions of ``keys`` and whether each exists."""

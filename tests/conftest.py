@@ -45,10 +45,11 @@ def small_llm():
 
 @pytest.fixture(scope="session")
 def default_llm():
-    """The real default model (Qwen2.5-Coder-1.5B-Instruct Q4_K_M) on the local server."""
+    """The real default model (Qwen2.5-Coder-1.5B-Instruct Q4_K_M) on the local server, with the
+    16k context `llm=local` runs with (one Mem0 add sends an ~8.4k-token system prompt)."""
     from mosaic.llm import LocalLLM
 
-    client = LocalLLM(model="qwen2.5-coder-1.5b-instruct-q4_k_m", cache_path=str(CACHE_DIR / "llm_cache.sqlite"), context_tokens=8192)
+    client = LocalLLM(model="qwen2.5-coder-1.5b-instruct-q4_k_m", cache_path=str(CACHE_DIR / "llm_cache.sqlite"), context_tokens=16384)
     yield client
     client.close()
 

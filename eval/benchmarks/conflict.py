@@ -56,6 +56,7 @@ class ConflictBenchmark:
         probe_session_time: str = "2024-02-01T09:00:00",
         radius_k: int = 5,
         limit_cases: int | None = None,
+        cases_per_group: int | None = None,
         bootstrap_samples: int = 1000,
         seed: int = 0,
         trusted_context: bool = True,
@@ -66,6 +67,7 @@ class ConflictBenchmark:
         self.probe_session_time = probe_session_time
         self.radius_k = int(radius_k)
         self.limit_cases = limit_cases
+        self.cases_per_group = cases_per_group
         self.bootstrap_samples = int(bootstrap_samples)
         self.seed = int(seed)
         self.trusted_context = bool(trusted_context)
@@ -74,7 +76,7 @@ class ConflictBenchmark:
     # -- running ---------------------------------------------------------------------
     def run(self, system: MemorySystem, ctx: RunContext) -> dict[str, Any]:
         suite = self.suite
-        cases = suite.cases[: self.limit_cases] if self.limit_cases else suite.cases
+        cases = self.selected_cases()
         rows = ctx.rows("cases", key_field="id")
         ingests = ctx.rows("ingests", key_field="context")
         snapshottable = isinstance(system, Snapshottable)
@@ -121,6 +123,21 @@ class ConflictBenchmark:
         if callable(system_metrics):
             metrics["system_metrics"] = system_metrics()
         return metrics
+
+    def selected_cases(self) -> list[SuiteCase]:
+        """The cases this run scores: all, the first ``limit_cases``, or the first ``cases_per_group``
+        of each type and of the non-conflicting probes (a slice that keeps every group in view)."""
+        cases = self.suite.cases
+        if self.cases_per_group:
+            taken: dict[str | None, int] = {}
+            kept = []
+            for case in cases:
+                group = case.type if case.conflict else "non-conflicting"
+                if taken.get(group, 0) < self.cases_per_group:
+                    taken[group] = taken.get(group, 0) + 1
+                    kept.append(case)
+            cases = kept
+        return cases[: self.limit_cases] if self.limit_cases else cases
 
     def _ingest(self, system: MemorySystem, namespace: str, context_id: str, ingests: Any) -> None:
         system.reset(namespace)

@@ -1,6 +1,7 @@
 """A-Mem (a-mem 0.2.6) through its adapter with the real local LLM: a LoCoMo slice and conflict probes.
 
-Needs the ``baselines`` extra. A-Mem's prompts are short, so the shared 0.5B fixture (8k context) fits.
+Needs the ``baselines`` extra. Uses the default 1.5B model, what `system=amem` runs with: the 0.5B
+model loops inside A-Mem's JSON fields until the token cap.
 """
 
 from __future__ import annotations
@@ -19,12 +20,12 @@ N_TURNS = 3
 
 
 @pytest.fixture(scope="module")
-def amem_system(small_llm, embedder, tmp_path_factory):
+def amem_system(default_llm, embedder, tmp_path_factory):
     from hydra.utils import instantiate
     from omegaconf import OmegaConf
 
     cfg = OmegaConf.load(REPO / "conf/system/amem.yaml")  # the config `system=amem` runs
-    return instantiate(cfg, llm=small_llm, embedder=embedder, workdir=str(tmp_path_factory.mktemp("amem")))
+    return instantiate(cfg, llm=default_llm, embedder=embedder, workdir=str(tmp_path_factory.mktemp("amem")))
 
 
 def test_locomo_slice_is_stored_searchable_and_metered(amem_system):

@@ -1,12 +1,12 @@
 """Mem0 (mem0ai 2.x) through its adapter with the real local LLM: a LoCoMo slice and conflict probes.
 
-Needs the ``baselines`` extra. Uses the 0.5B model with a 16k context: one Mem0 add sends an
-~8.4k-token system prompt, more than the shared 8k fixture holds.
+Needs the ``baselines`` extra. Uses the default 1.5B model (what `system=mem0` runs with) with a 16k
+context: one Mem0 add sends an ~8.4k-token system prompt; llama.cpp's prefix cache keeps it after
+the first call.
 """
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -16,29 +16,17 @@ from mosaic.protocol import AddReport, Turn
 
 pytestmark = [pytest.mark.integration, pytest.mark.baselines_live]
 
-CACHE_DIR = Path(os.environ.get("MOSAIC_CACHE_DIR", Path(__file__).resolve().parents[2] / ".cache"))
 REPO = Path(__file__).resolve().parents[2]
 N_TURNS = 2
 
 
 @pytest.fixture(scope="module")
-def llm_16k():
-    from mosaic.llm import LocalLLM
-
-    client = LocalLLM(
-        model="qwen2.5-coder-0.5b-instruct", cache_path=str(CACHE_DIR / "llm_cache.sqlite"), context_tokens=16384
-    )
-    yield client
-    client.close()
-
-
-@pytest.fixture(scope="module")
-def mem0_system(llm_16k, embedder, tmp_path_factory):
+def mem0_system(default_llm, embedder, tmp_path_factory):
     from hydra.utils import instantiate
     from omegaconf import OmegaConf
 
     cfg = OmegaConf.load(REPO / "conf/system/mem0.yaml")  # the config `system=mem0` runs
-    return instantiate(cfg, llm=llm_16k, embedder=embedder, workdir=str(tmp_path_factory.mktemp("mem0")))
+    return instantiate(cfg, llm=default_llm, embedder=embedder, workdir=str(tmp_path_factory.mktemp("mem0")))
 
 
 def test_locomo_slice_is_stored_searchable_and_metered(mem0_system):

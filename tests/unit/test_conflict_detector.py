@@ -158,3 +158,13 @@ def test_prompt_prefix_is_shared_across_calls():
 def test_bad_mode_is_refused():
     with pytest.raises(ValueError, match="conflict.mode"):
         ConflictDetector(FakeLLM(lambda m, s: ""), mode="vote")
+
+
+def test_a_restatement_of_a_held_fact_is_not_judged_by_the_llm():
+    llm = LogprobLLM({"false": 0.6, "true": 0.4})  # a small model's p(false) on identical texts is not near 0
+    detector = ConflictDetector(llm, threshold=0.35)
+    same = Entity("n", "Dietary sodium should be kept below 2 g per day!", "persona", session_time="2024-02-01")
+    assert detector.check(same, _graph(GUIDE)) == [] and llm.requests == []
+    assert detector.last_trace["decided_by"] == "duplicate"
+    changed = Entity("n2", "Dietary sodium should be kept below 5 g per day.", "persona", session_time="2024-02-01")
+    assert [d.conflict_type for d in detector.check(changed, _graph(GUIDE))] == ["numeric"]  # numbers still win

@@ -226,3 +226,11 @@ def test_seedable_systems_get_their_context_through_seed(tmp_path):
     untrusted = ConflictBenchmark(suite=str(path), bootstrap_samples=50, trusted_context=False)
     ctx2 = RunContext(run_dir=tmp_path / "run2", cfg=None, llm=None, judge_llm=None, embedder=_Embedder(), answerer=None)
     assert untrusted.run(system, ctx2)["context_written_with"] == "add" and system.ingests == 1
+
+
+def test_cases_per_group_keeps_every_group_in_view():
+    bench = ConflictBenchmark(suite="data/conflicts/hypertension.json", cases_per_group=2)
+    picked = bench.selected_cases()
+    groups = [c.type if c.conflict else "ok" for c in picked]
+    assert sorted(groups) == sorted(["numeric", "semantic", "logical", "ok"] * 2)
+    assert len(ConflictBenchmark(suite="data/conflicts/hypertension.json", cases_per_group=2, limit_cases=3).selected_cases()) == 3

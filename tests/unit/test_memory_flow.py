@@ -198,3 +198,18 @@ def test_seed_skips_the_conflict_check_but_add_does_not(tmp_path):
     assert sorted(s.text for s in mem.stored_items("c")) == ["Ana has 2 dogs", "Ana has 3 dogs"]  # both held, unjudged
     report = _add(mem, "c", "D2:1", "Maybe we have four dogs?", when="2023-06-08")
     assert detector.calls == 1 and {e.old_text for e in report.updated} == {"Ana has 2 dogs", "Ana has 3 dogs"}
+
+
+def test_previous_turn_is_context_only_within_its_session(tmp_path):
+    mem, llm, _ = _memory(tmp_path, extract={"context_chars": 200})  # what conf/system/mosaic.yaml sets
+    _add(mem, "c", "D1:1", "I have two dogs.", when="2023-05-08")
+    _add(mem, "c", "D1:2", "I work as a nurse.", when="2023-05-08")
+    _add(mem, "c", "D2:1", "We have three dogs now.", when="2023-06-08")
+    prompts = [r["messages"][-1]["content"] for r in llm.requests if r["purpose"] == "extraction"]
+    assert "Previous message" not in prompts[0]
+    assert "Previous message (Ana): I have two dogs." in prompts[1]  # same session: context for replies
+    assert "Previous message" not in prompts[2]  # a new session does not answer the last one
+    state = mem.snapshot("c")
+    mem.restore("c", state)
+    _add(mem, "c", "P:1", "I work as a nurse.", when="2024-01-01")  # e.g. a probe after a restored context
+    assert "Previous message" not in [r for r in llm.requests if r["purpose"] == "extraction"][-1]["messages"][-1]["content"]
