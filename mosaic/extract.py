@@ -240,7 +240,7 @@ class EntityExtractor:
         self.system_prompt = SYSTEM_PROMPT.format(max_entities=self.max_entities)
         self.schema = extraction_schema(self.max_entities)
         self.stats: dict[str, int] = {
-            "turns": 0, "calls_failed": 0, "entities": 0, "dropped_empty": 0, "dropped_duplicate": 0,
+            "turns": 0, "calls_failed": 0, "entities": 0, "dropped_empty": 0, "dropped_duplicate": 0, "dropped_from_previous": 0,
             "dropped_over_cap": 0, "fixed_subject": 0, "fixed_label": 0, "times_resolved": 0, "times_unresolved": 0,
         }
 
@@ -265,9 +265,9 @@ class EntityExtractor:
             self.stats["calls_failed"] += 1
             log.warning("extraction failed for turn %s: %s", turn.turn_id, err)
             return ExtractionResult(failures=1)
-        return self._clean(facts, turn, session_time)
+        return self._clean(facts, turn, session_time, previous)
 
-    def _clean(self, facts: list[Any], turn: Turn, session_time: str | None) -> ExtractionResult:
+    def _clean(self, facts: list[Any], turn: Turn, session_time: str | None, previous: Turn | None = None) -> ExtractionResult:
         result = ExtractionResult()
         session = parse_session_time(session_time)
         # ISO session time, so that "newer" is a plain string comparison for the conflict policy
@@ -284,6 +284,11 @@ class EntityExtractor:
             text = " ".join(str(raw.get("fact", "")).split())[: self.max_fact_chars]
             if len(text) < 3:
                 self.stats["dropped_empty"] += 1
+                continue
+            if previous is not None and copied_from_previous(text, turn.text, previous.text):
+                # the previous message is shown for context ("yes, I did"); a fact that restates it
+                # belongs to that turn (which has its own extraction), not to this one
+                self.stats["dropped_from_previous"] += 1
                 continue
             key = text.lower()
             if key in seen:
@@ -329,6 +334,31 @@ class EntityExtractor:
         result.prerequisites = prerequisite_pairs(result.entities)
         self.stats["entities"] += len(result.entities)
         return result
+
+
+_STOPWORDS = frozenset(
+    "the and for are was were has have had with that this from they them their his her its our your you she him "
+    "who what when where which will would can could should may might not but all any per into onto than then there "
+    "also just very about after before over under more most less least".split()
+)
+
+
+def content_words(text: str) -> set[str]:
+    """Lower-cased words of 3+ letters and every token with a digit, without common function words."""
+    tokens = re.findall(r"[a-z]+|[\w./%$]*\d[\w./%$]*", text.lower())
+    return {t for t in tokens if (len(t) >= 3 or any(c.isdigit() for c in t)) and t not in _STOPWORDS}
+
+
+def copied_from_previous(fact: str, message: str, previous: str, margin: float = 0.5) -> bool:
+    """True when ``fact`` says what ``previous`` said rather than what ``message`` says: the share
+    of its content words found in the previous message exceeds the share found in this one by
+    ``margin`` or more."""
+    words = content_words(fact)
+    if not words:
+        return False
+    here = len(words & content_words(message)) / len(words)
+    there = len(words & content_words(previous)) / len(words)
+    return there - here >= margin
 
 
 def prerequisite_pairs(entities: list[Entity]) -> list[tuple[int, int]]:

@@ -90,3 +90,13 @@ def test_prerequisites_follow_subject_anchors():
     result = EntityExtractor(FakeLLM(lambda m, s: facts)).extract(Turn("D2:1", "Mel", "x"), None)
     assert result.prerequisites == [(1, 0)]
     assert prerequisite_pairs([]) == []
+
+
+def test_a_fact_restating_the_previous_message_is_dropped():
+    from mosaic.extract import copied_from_previous
+
+    previous = "Hypertension in adults is diagnosed when the average office blood pressure is 140/90 mmHg or higher."
+    message = "Office readings must be confirmed at home; a home average of 135/85 mmHg or higher confirms hypertension."
+    assert copied_from_previous("Hypertension in adults is diagnosed at an average office blood pressure of 140/90 mmHg", message, previous)
+    assert not copied_from_previous("A home average of 135/85 mmHg or higher confirms hypertension", message, previous)
+    assert not copied_from_previous("Caroline went to a support group", "I went to a support group yesterday.", "")
