@@ -1,0 +1,28 @@
+"""scripts/bench_llm.py: prompt prompts are unique (no prefix cache can serve them) and rates are per token."""
+
+from __future__ import annotations
+
+import importlib.util
+import time
+from pathlib import Path
+
+from tests.fakes import FakeLLM
+
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "bench_llm.py"
+
+
+def test_measure_uses_fresh_prompts_and_reports_rates():
+    spec = importlib.util.spec_from_file_location("bench_llm", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+
+    def slow(messages, schema):
+        time.sleep(0.01)
+        return "1"
+
+    llm = FakeLLM(slow)
+    row = module.measure(llm, rounds=2, prompt_tokens=90, gen_tokens=8)
+    firsts = [r["messages"][0]["content"].splitlines()[0] for r in llm.requests]
+    assert len(set(firsts)) == len(firsts) == 4  # every call starts differently
+    assert 0 < row["prompt_tokens_per_s"] < 10 / 0.01 * 1.01  # FakeLLM: 10 prompt tokens in >= 10 ms
+    assert row["generation_tokens_per_s"] > 0 and len(row["generation_rounds"]) == 2
