@@ -37,6 +37,7 @@ class LibraryLLMTap:
         temperature: float | None = 0.0,
         seed: int | None = 0,
         max_tokens: int | None = None,
+        timeout_s: float | None = None,
     ) -> None:
         self.library = library
         self.purpose = purpose
@@ -46,6 +47,9 @@ class LibraryLLMTap:
         self.meter = UsageMeter()
         self._harness_meter: UsageMeter | None = getattr(harness_llm, "meter", None)
         self._cache: ResponseCache | None = getattr(harness_llm, "cache", None)
+        # the harness's own patience, not the openai client's 600 s: on a slow CPU server Mem0's first
+        # ~8.4k-token prompt can take longer, and the client's retry would start it again from scratch
+        self.timeout_s: float | None = timeout_s or getattr(harness_llm, "timeout_s", None)
         self.last_text = ""  # the latest response text, for adapters that check the library's parsing
 
     @property
@@ -81,7 +85,8 @@ class LibraryLLMTap:
             latency = 0.0
         else:
             started = time.perf_counter()
-            response = original(**request)
+            send = {**request, "timeout": self.timeout_s} if self.timeout_s and "timeout" not in request else request
+            response = original(**send)  # the timeout is not part of the cache key
             latency = time.perf_counter() - started
             if self._cache and key:
                 self._cache.put(key, response.model_dump(mode="json"))

@@ -197,6 +197,7 @@ class Mem0Memory:
         session_date_as_observation_date: bool = True,
         custom_instructions: str | None = None,
         name: str = "mem0",
+        request_timeout_s: float = 1800.0,
     ) -> None:
         if batch_turns < 1:
             raise ValueError(f"system.batch_turns must be >= 1, got {batch_turns}")
@@ -213,7 +214,9 @@ class Mem0Memory:
         self.session_date_as_observation_date = session_date_as_observation_date
         self.custom_instructions = custom_instructions
         self.name = name
-        self.tap = LibraryLLMTap("mem0", llm, purpose="mem0.extract", temperature=temperature)
+        # per-request timeout for Mem0's own OpenAI client (its default, 600 s, then a retry from scratch,
+        # is shorter than Mem0's ~8.4k-token first prompt takes on a busy 2-core CPU server)
+        self.tap = LibraryLLMTap("mem0", llm, purpose="mem0.extract", temperature=temperature, timeout_s=request_timeout_s)
         self._memory: Any = None
         self._registry_path = self.store_dir / "namespaces.json"
         self._registry: dict[str, dict[str, Any]] = (

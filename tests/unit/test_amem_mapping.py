@@ -140,3 +140,29 @@ def test_library_tap_meters_caches_and_fixes_sampling(tmp_path: Path):
     assert usage.by_purpose["amem.analyze"]["calls"] == 1 and usage.by_purpose["amem.evolution"]["calls"] == 1
     assert harness.meter.snapshot().calls == 2  # the run's totals include the library's calls
     assert tap.last_text == '{"a": 1}'
+
+
+def test_library_tap_sends_its_timeout_outside_the_cache_key(tmp_path: Path):
+    from openai.types.chat import ChatCompletion
+
+    from baselines.library_llm import LibraryLLMTap
+    from mosaic.llm import ResponseCache, UsageMeter
+
+    sent: list[dict[str, Any]] = []
+
+    def create(**request):
+        sent.append(dict(request))
+        return ChatCompletion.model_validate({
+            "id": "c1", "object": "chat.completion", "created": 0, "model": request["model"],
+            "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "ok"}}],
+            "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4},
+        })
+
+    cache = ResponseCache(tmp_path / "cache.sqlite")
+    request = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+    for timeout in (1800.0, 60.0):
+        client = SimpleNamespace(chat=SimpleNamespace(completions=SimpleNamespace(create=create)))
+        tap = LibraryLLMTap("mem0", SimpleNamespace(meter=UsageMeter(), cache=cache, timeout_s=600.0), purpose="p", timeout_s=timeout)
+        tap.install(client)
+        client.chat.completions.create(**request)
+    assert [r["timeout"] for r in sent] == [1800.0]  # second tap: same request, answered from the cache
