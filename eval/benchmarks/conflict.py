@@ -115,14 +115,11 @@ class ConflictBenchmark:
         metrics.update({
             "suite": suite.name, "suite_path": self.suite_path, "radius_k": self.radius_k,
             "snapshot_restore": snapshottable,
-            "context_written_with": "seed (no save-time checks)" if self.trusted_context and isinstance(system, Seedable) else "add",
+            "context_written_with": "seed (no save-time checks)" if self._seeds(system) else "add",
             "conflict_signal": getattr(system, "conflict_signal", None),
             "ingest": {r["context"]: r for r in ingests.rows()},
         })  # fmt: skip
-        system_metrics = getattr(system, "metrics", None)
-        if callable(system_metrics):
-            metrics["system_metrics"] = system_metrics()
-        return metrics
+        return metrics  # eval.runner adds the system's own metrics()
 
     def selected_cases(self) -> list[SuiteCase]:
         """The cases this run scores: all, the first ``limit_cases``, or the first ``cases_per_group``
@@ -139,11 +136,15 @@ class ConflictBenchmark:
             cases = kept
         return cases[: self.limit_cases] if self.limit_cases else cases
 
+    def _seeds(self, system: MemorySystem) -> bool:
+        """Whether contexts are written with ``seed`` (trusted and the system offers it) or ``add``."""
+        return self.trusted_context and isinstance(system, Seedable)
+
     def _ingest(self, system: MemorySystem, namespace: str, context_id: str, ingests: Any) -> None:
         system.reset(namespace)
         started = time.perf_counter()
         turns = self.suite.context_turns(context_id, self.context_session_time)
-        seeded = self.trusted_context and isinstance(system, Seedable)
+        seeded = self._seeds(system)
         write = system.seed if seeded else system.add
         report = write(namespace, turns, self.context_session_time)
         if context_id not in ingests:
