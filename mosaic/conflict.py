@@ -27,7 +27,7 @@ from typing import Any, Literal, Protocol
 
 import numpy as np
 
-from mosaic.entity import Entity, evidence_strength
+from mosaic.entity import Entity, resolve_by_evidence
 from mosaic.llm import LLMClient
 
 Verdict = Literal["update", "reject", "flag"]
@@ -377,13 +377,7 @@ class ConflictDetector:
         Authority is evidence strength (directness, specificity), not the gate's rho: rho includes
         consistency with held values, which every correction lacks by definition.
         """
-        strength_new, strength_old = evidence_strength(new), evidence_strength(old)
-        if strength_old - strength_new >= self.reject_margin:
-            return "reject"
-        newer = bool(new.session_time and (not old.session_time or new.session_time > old.session_time))
-        if newer and strength_new >= strength_old:
-            return "update"
-        return "flag"
+        return resolve_by_evidence(new, old, self.reject_margin)  # type: ignore[return-value]
 
     # -- the check -------------------------------------------------------------------
     def check(self, new: Entity, graph: CandidateGraph) -> list[ConflictDecision]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import Any, Callable, Literal
 
 EntityType = Literal["event", "persona", "relationship"]
 
@@ -51,3 +51,15 @@ def evidence_strength(entity: Entity, w_directness: float = 0.4, w_specificity: 
     """
     total = w_directness + w_specificity
     return (w_directness * entity.directness + w_specificity * entity.specificity) / total if total > 0 else 1.0
+
+
+def resolve_by_evidence(
+    new: Entity, old: Entity, reject_margin: float = 0.2, strength: Callable[[Entity], float] = evidence_strength
+) -> str:
+    """The policy for a real conflict: newer and at least as strong evidence -> "update"; held
+    evidence stronger by ``reject_margin`` or more -> "reject" (the newcomer is dropped); else "flag"."""
+    strength_new, strength_old = strength(new), strength(old)
+    if strength_old - strength_new >= reject_margin:
+        return "reject"
+    newer = bool(new.session_time and (not old.session_time or new.session_time > old.session_time))
+    return "update" if newer and strength_new >= strength_old else "flag"

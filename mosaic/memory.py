@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Callable, Protocol
 
 from mosaic.embed import Embedder
-from mosaic.entity import Entity
+from mosaic.entity import Entity, resolve_by_evidence
 from mosaic.extract import EntityExtractor
 from mosaic.gate import ClarificationItem, ConfidenceGate, number_in, values_match
 from mosaic.graph import ACTIVE_STATUSES, MemoryGraph
@@ -377,11 +377,7 @@ class MosaicMemory:
         resolve = getattr(space.detector, "resolve", None)
         if callable(resolve):  # one policy for detector and belief decisions
             return resolve(new, old)
-        strength_new, strength_old = self.gate.reliability(new), self.gate.reliability(old)
-        newer = bool(new.session_time and (not old.session_time or new.session_time > old.session_time))
-        if strength_old - strength_new >= 0.2:
-            return "reject"
-        return "update" if newer and strength_new >= strength_old else "flag"
+        return resolve_by_evidence(new, old, strength=self.gate.reliability)  # a detector without its own policy
 
     @staticmethod
     def _event(new: Entity, old: Entity, decision: Any) -> ConflictEvent:
