@@ -104,24 +104,29 @@ def test_adapter_reports_stored_notes_and_evolution_of_existing_notes(tmp_path: 
     assert (tmp_path / "turn_ids.json").read_text() == '{"n1": ["D1:1"], "n2": ["D1:2"]}'
 
 
-def test_library_tap_meters_caches_and_fixes_sampling(tmp_path: Path):
-    """The wrapper both adapters put on the library's OpenAI client (baselines/library_llm.py)."""
+def _openai_client(sent: list[dict[str, Any]], content: str, prompt_tokens: int, completion_tokens: int) -> Any:
+    """A stand-in for an ``openai.OpenAI`` client: records each request, answers ``content``."""
     from openai.types.chat import ChatCompletion
-
-    from baselines.library_llm import LibraryLLMTap
-    from mosaic.llm import ResponseCache, UsageMeter
-
-    sent: list[dict[str, Any]] = []
 
     def create(**request):
         sent.append(dict(request))
         return ChatCompletion.model_validate({
             "id": "c1", "object": "chat.completion", "created": 0, "model": request["model"],
-            "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": '{"a": 1}'}}],
-            "usage": {"prompt_tokens": 120, "completion_tokens": 7, "total_tokens": 127},
-        })
+            "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}],
+            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                      "total_tokens": prompt_tokens + completion_tokens},
+        })  # fmt: skip
 
-    client = SimpleNamespace(chat=SimpleNamespace(completions=SimpleNamespace(create=create)))
+    return SimpleNamespace(chat=SimpleNamespace(completions=SimpleNamespace(create=create)))
+
+
+def test_library_tap_meters_caches_and_fixes_sampling(tmp_path: Path):
+    """The wrapper both adapters put on the library's OpenAI client (baselines/library_llm.py)."""
+    from baselines.library_llm import LibraryLLMTap
+    from mosaic.llm import ResponseCache, UsageMeter
+
+    sent: list[dict[str, Any]] = []
+    client = _openai_client(sent, '{"a": 1}', prompt_tokens=120, completion_tokens=7)
     harness = SimpleNamespace(meter=UsageMeter(), cache=ResponseCache(tmp_path / "cache.sqlite"))
     tap = LibraryLLMTap("a-mem", harness, purpose="amem.analyze", temperature=0.0, max_tokens=64)
     tap.install(client)
@@ -143,25 +148,14 @@ def test_library_tap_meters_caches_and_fixes_sampling(tmp_path: Path):
 
 
 def test_library_tap_sends_its_timeout_outside_the_cache_key(tmp_path: Path):
-    from openai.types.chat import ChatCompletion
-
     from baselines.library_llm import LibraryLLMTap
     from mosaic.llm import ResponseCache, UsageMeter
 
     sent: list[dict[str, Any]] = []
-
-    def create(**request):
-        sent.append(dict(request))
-        return ChatCompletion.model_validate({
-            "id": "c1", "object": "chat.completion", "created": 0, "model": request["model"],
-            "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "ok"}}],
-            "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4},
-        })
-
     cache = ResponseCache(tmp_path / "cache.sqlite")
     request = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
     for timeout in (1800.0, 60.0):
-        client = SimpleNamespace(chat=SimpleNamespace(completions=SimpleNamespace(create=create)))
+        client = _openai_client(sent, "ok", prompt_tokens=3, completion_tokens=1)
         tap = LibraryLLMTap("mem0", SimpleNamespace(meter=UsageMeter(), cache=cache, timeout_s=600.0), purpose="p", timeout_s=timeout)
         tap.install(client)
         client.chat.completions.create(**request)
