@@ -19,6 +19,7 @@ import json
 import logging
 import os
 import re
+import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -78,6 +79,19 @@ def note_content(turn: Turn) -> str:
     return f"Speaker {turn.speaker} says : {turn.text}"
 
 
+_NOTE_ID_NAMESPACE = uuid.UUID("5b0f6a4e-2d0c-4c55-9a38-4f0b8f1d2a71")
+
+
+def note_id_for(namespace: str, turn: Turn, n_held: int) -> str:
+    """A reproducible uuid for the note of ``turn`` (A-Mem would draw a random uuid4).
+
+    A-Mem's evolution prompt lists the neighbouring notes by id, so random ids make every prompt
+    new: reruns would never hit the LLM cache (no resume after a kill) and would differ at
+    temperature 0. The count of notes already held keeps ids unique if a turn is written twice.
+    """
+    return str(uuid.uuid5(_NOTE_ID_NAMESPACE, f"{namespace}\x00{turn.turn_id}\x00{n_held}"))
+
+
 @contextmanager
 def _temporary_env(values: dict[str, str]) -> Iterator[None]:
     saved = {key: os.environ.get(key) for key in values}
@@ -104,6 +118,18 @@ class _Space:
         tmp = self.path / "turn_ids.json.tmp"
         tmp.write_text(json.dumps(self.turn_ids))
         os.replace(tmp, self.path / "turn_ids.json")
+
+
+@dataclass(frozen=True)
+class AMemSnapshot:
+    """One namespace's notes as ChromaDB holds them (ids, stored embeddings, documents, metadata)."""
+
+    ids: list[str]
+    embeddings: list[list[float]]
+    documents: list[str]
+    metadatas: list[dict[str, Any]]
+    turn_ids: dict[str, list[str]]
+    evolution_count: int
 
 
 class AMemMemory:
@@ -220,7 +246,9 @@ class AMemMemory:
             content = note_content(turn)
             space.updates.clear()
             failures_before = _SwallowedErrors.install().count + space.analysis_failures
-            note_id = space.system.add_note(content, time=turn.session_time or session_time)
+            note_id = space.system.add_note(
+                content, time=turn.session_time or session_time, id=note_id_for(namespace, turn, len(space.turn_ids))
+            )
             space.turn_ids[note_id] = [turn.turn_id]
             space.save()
             report.stored.append(StoredItem(note_id, content, [turn.turn_id]))
@@ -249,6 +277,36 @@ class AMemMemory:
                 )
             )
         return found
+
+    # -- Snapshottable ----------------------------------------------------------------
+    def snapshot(self, namespace: str) -> AMemSnapshot:
+        """The namespace's notes as stored, embeddings included (the conflict suite branches per probe from it).
+
+        Cheaper than re-ingesting, which replays every add (from the LLM cache, see ``note_id``) and
+        re-embeds every note.
+        """
+        space = self._space(namespace)
+        held = space.system.retriever.collection.get(include=["embeddings", "documents", "metadatas"])
+        return AMemSnapshot(
+            ids=list(held["ids"]),
+            embeddings=[list(map(float, vector)) for vector in held["embeddings"]],
+            documents=list(held["documents"]),
+            metadatas=[dict(meta or {}) for meta in held["metadatas"]],
+            turn_ids={note_id: list(ids) for note_id, ids in space.turn_ids.items()},
+            evolution_count=int(space.system.evo_cnt),
+        )
+
+    def restore(self, namespace: str, state: AMemSnapshot) -> None:
+        """Replace the namespace's notes with the snapshot's (same ids, stored embeddings, no re-analysis)."""
+        self.reset(namespace)
+        space = self._space(namespace)
+        if state.ids:
+            space.system.retriever.collection.add(
+                ids=state.ids, embeddings=state.embeddings, documents=state.documents, metadatas=state.metadatas
+            )
+        space.turn_ids.update({note_id: list(ids) for note_id, ids in state.turn_ids.items()})
+        space.system.evo_cnt = state.evolution_count
+        space.save()
 
     # -- Inspectable ------------------------------------------------------------------
     def stored_items(self, namespace: str) -> list[StoredItem]:

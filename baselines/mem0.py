@@ -20,6 +20,8 @@ import json
 import logging
 import os
 import re
+import shutil
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -181,6 +183,15 @@ def _parses_as_mem0_json(text: str) -> bool:
     return False
 
 
+@dataclass(frozen=True)
+class Mem0Snapshot:
+    """A copy of Mem0's whole on-disk state (FAISS collections, history DB) and the adapter's bookkeeping."""
+
+    path: Path
+    registry: dict[str, dict[str, Any]]
+    sources: dict[str, list[str]]
+
+
 class Mem0Memory:
     """Mem0's open-source ``Memory`` on the harness LLM and embedder; one Mem0 user per speaker."""
 
@@ -223,6 +234,7 @@ class Mem0Memory:
             json.loads(self._registry_path.read_text()) if self._registry_path.exists() else {}
         )
         self._sources: dict[str, list[str]] = {}
+        self._n_snapshots = 0
 
     # -- library ----------------------------------------------------------------------
     @property
@@ -354,6 +366,45 @@ class Mem0Memory:
                 )
         found.sort(key=lambda r: r.score, reverse=True)
         return found[:k]
+
+    # -- Snapshottable ----------------------------------------------------------------
+    def _release(self) -> None:
+        """Close Mem0 (its SQLite connection) so its files can be copied; the next use rebuilds it from disk."""
+        if self._memory is not None:
+            close = getattr(self._memory, "close", None)
+            if close is not None:
+                close()
+            self._memory = None
+
+    def snapshot(self, namespace: str) -> Mem0Snapshot:
+        """Copy Mem0's store as it is now (the conflict suite ingests a context once, then branches per probe).
+
+        Mem0's FAISS collections and history DB hold every namespace together, so the copy is of the
+        whole store: restoring it returns other namespaces to this moment too. Re-ingesting instead would
+        replay every add of the context per probe (from the LLM cache at best).
+        """
+        self._release()
+        self._n_snapshots += 1
+        target = self.workdir / "mem0_snapshots" / f"{re.sub(r'[^A-Za-z0-9._-]+', '_', namespace)}-{self._n_snapshots}"
+        if target.exists():
+            shutil.rmtree(target)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if self.store_dir.exists():
+            shutil.copytree(self.store_dir, target)
+        else:
+            target.mkdir()
+        return Mem0Snapshot(target, json.loads(json.dumps(self._registry)), {k: list(v) for k, v in self._sources.items()})
+
+    def restore(self, namespace: str, state: Mem0Snapshot) -> None:
+        """Put the store back as ``snapshot`` found it (whole store; see there)."""
+        if not state.path.is_dir():
+            raise FileNotFoundError(f"Mem0 snapshot folder {state.path} is gone; re-ingest instead (reset + add)")
+        self._release()
+        if self.store_dir.exists():
+            shutil.rmtree(self.store_dir)
+        shutil.copytree(state.path, self.store_dir)
+        self._registry = json.loads(json.dumps(state.registry))
+        self._sources = {k: list(v) for k, v in state.sources.items()}
 
     # -- Inspectable ------------------------------------------------------------------
     def stored_items(self, namespace: str) -> list[StoredItem]:

@@ -114,6 +114,8 @@ class ConflictBenchmark:
         metrics = aggregate([r for r in done if r is not None], self.bootstrap_samples, self.seed)
         metrics.update({
             "suite": suite.name, "suite_path": self.suite_path, "radius_k": self.radius_k,
+            "slice": {"cases_per_group": self.cases_per_group, "limit_cases": self.limit_cases,
+                      "n_suite_cases": len(suite.cases)},
             "snapshot_restore": snapshottable,
             "context_written_with": "seed (no save-time checks)" if self._seeds(system) else "add",
             "conflict_signal": getattr(system, "conflict_signal", None),
@@ -304,6 +306,18 @@ def _row_label(metrics: dict[str, Any]) -> str:
     return system if ablation in (None, "none", "") else f"{system} / {ablation}"
 
 
+def _suite_label(metrics: dict[str, Any]) -> str:
+    """The suite's name, and which slice of it when the run did not score every case."""
+    cut = metrics.get("slice") or {}
+    parts = []
+    if cut.get("cases_per_group"):
+        parts.append(f"first {cut['cases_per_group']} per group")
+    if cut.get("limit_cases"):
+        parts.append(f"first {cut['limit_cases']}")
+    name = str(metrics.get("suite", ""))
+    return f"{name} (slice: {', '.join(parts)})" if parts else name
+
+
 def conflict_table(metrics_list: list[dict[str, Any]]) -> pd.DataFrame:
     """Detection (strict) per type and false alarms, one row per run, plus the labelled paper column."""
     columns = ["overall", "numeric", "semantic", "logical", "explicit", "implicit", "false alarms"]
@@ -319,7 +333,7 @@ def conflict_table(metrics_list: list[dict[str, Any]]) -> pd.DataFrame:
             "implicit": m.get("implicit"),
             "false alarms": m.get("false_alarm_rate"),
         }
-        row: dict[str, Any] = {"system": label, "suite": m.get("suite", "")}
+        row: dict[str, Any] = {"system": label, "suite": _suite_label(m)}
         for col in columns:
             if no_signal:
                 row[col] = "0 by construction"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.baseline_probes import PROBES, locomo_slice
+from tests.integration.baseline_probes import PROBES, locomo_slice, run_mini_suite
 from mosaic.protocol import Turn
 
 pytestmark = [pytest.mark.integration, pytest.mark.baselines_live]
@@ -78,3 +78,12 @@ def test_conflict_probes_report_evolution_of_the_held_note(amem_system):
         print(f"\nprobe {n}: held note rewritten={changed} context {old_context!r} -> {after.context!r}; "
               f"events={[e.reason for e in report.updated]} failures={report.failures}")
     print("amem evolution events over probes:", n_events)
+
+
+def test_conflict_experiment_runs_suite_cases_from_one_ingest(default_llm, embedder, amem_system, tmp_path):
+    metrics, rows = run_mini_suite(amem_system, default_llm, embedder, tmp_path)
+    # per probe: A-Mem's analysis, then evolution against the restored context's notes
+    assert all(row["llm_calls_by_purpose"] == {"amem.analyze": 1, "amem.evolution": 1} for row in rows.values())
+    for row in rows.values():
+        assert all(event["old_source_turn_ids"][0].startswith("budget:") for event in row["events"])
+    print("\namem mini suite:", {k: (r["detected_strict"], r["detected_lenient"], r["reason"]) for k, r in rows.items()})

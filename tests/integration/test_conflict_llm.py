@@ -18,10 +18,10 @@ from eval.context import RunContext
 from mosaic.conflict import ConflictDetector
 from mosaic.entity import Entity
 from mosaic.graph import MemoryGraph
+from tests.integration.baseline_probes import DEV_SUITE, mini_dev_suite
 
 pytestmark = pytest.mark.integration
-REPO = Path(__file__).resolve().parents[2]
-DEV = REPO / "data/conflicts/household_finance.json"
+DEV = DEV_SUITE
 
 
 def _graph(suite, embedder) -> MemoryGraph:
@@ -55,17 +55,8 @@ def test_detector_separates_conflicts_from_compatible_statements(default_llm, em
 def test_benchmark_runs_cases_through_mosaic(default_llm, embedder, tmp_path):
     from mosaic.memory import MosaicMemory
 
-    data = json.loads(DEV.read_text())
-    keep = [0, 1, 7, 12, 17]  # take-home pay, rent, groceries, checking account, dining budget
-    data["contexts"]["budget"] = [data["contexts"]["budget"][i] for i in keep]
-    remap = {old: new for new, old in enumerate(keep)}
-    cases = []
-    for case in data["cases"]:
-        if case["id"] in ("hn-02", "hs-03", "hc-01", "hc-12"):
-            cases.append({**case, "conflicts_with": [remap[i] for i in case["conflicts_with"]]})
-    data["cases"] = cases
-    suite_path = tmp_path / "mini_dev.json"
-    suite_path.write_text(json.dumps(data))
+    # take-home pay, rent, groceries, checking account, dining budget
+    suite_path = mini_dev_suite(tmp_path / "mini_dev.json", [0, 1, 7, 12, 17], ("hn-02", "hs-03", "hc-01", "hc-12"))
     system = MosaicMemory(llm=default_llm, embedder=embedder, workdir=tmp_path / "system", persist=False)
     ctx = RunContext(run_dir=tmp_path / "run", cfg=None, llm=default_llm, judge_llm=default_llm, embedder=embedder, answerer=None)
     metrics = ConflictBenchmark(suite=str(suite_path), bootstrap_samples=100).run(system, ctx)

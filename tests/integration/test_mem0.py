@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.baseline_probes import PROBES, locomo_slice
+from tests.integration.baseline_probes import PROBES, locomo_slice, run_mini_suite
 from mosaic.protocol import AddReport, Turn
 
 pytestmark = [pytest.mark.integration, pytest.mark.baselines_live]
@@ -86,3 +86,9 @@ def test_conflict_probes_report_what_changed(mem0_system):
               f"events={[(e.verdict, e.reason) for e in second.conflict_events]}")
     # mem0ai 2.x OSS add() is additive: it should never emit UPDATE/DELETE (docs/baselines.md)
     print("mem0 conflict events over probes:", n_conflicts)
+
+
+def test_conflict_experiment_runs_suite_cases_from_one_ingest(default_llm, embedder, mem0_system, tmp_path):
+    metrics, rows = run_mini_suite(mem0_system, default_llm, embedder, tmp_path)
+    assert all(row["llm_calls"] == 1 for row in rows.values())  # one Mem0 add per probe (one speaker)
+    print("\nmem0 mini suite:", {k: (r["detected_strict"], r["detected_lenient"], r["verdicts"]) for k, r in rows.items()})

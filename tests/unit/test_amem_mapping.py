@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+import json
 import os
+import uuid
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from baselines.amem import AMemMemory, NeighbourUpdate, _Space, _temporary_env, evolution_to_events, note_content
+from baselines.amem import (
+    AMemMemory,
+    NeighbourUpdate,
+    _Space,
+    _temporary_env,
+    evolution_to_events,
+    note_content,
+    note_id_for,
+)
 from mosaic.protocol import MemorySystem, Turn
 
 
@@ -61,10 +71,10 @@ class _ScriptedAMem:
     def analyze_content(self, content):
         return {"keywords": [], "context": "ctx", "tags": ["t"]}
 
-    def add_note(self, content, time=None):
+    def add_note(self, content, time=None, id=None):
         self.analyze_content(content)
         previous = list(self.notes)
-        note_id = f"n{len(self.notes) + 1}"
+        note_id = id or f"n{len(self.notes) + 1}"
         if previous:
             self.process_memory(previous[-1])
         self.notes[note_id] = SimpleNamespace(content=content, context="ctx", tags=["t"], timestamp=time)
@@ -87,21 +97,52 @@ def test_adapter_reports_stored_notes_and_evolution_of_existing_notes(tmp_path: 
 
     turns = [Turn("D1:1", "Caroline", "I live in Paris"), Turn("D1:2", "Caroline", "I moved to Berlin")]
     report = adapter.add("conv", turns, session_time="2023-05-08T13:56:00")
+    n1, n2 = note_id_for("conv", turns[0], 0), note_id_for("conv", turns[1], 1)
 
-    assert [(s.memory_id, s.source_turn_ids) for s in report.stored] == [("n1", ["D1:1"]), ("n2", ["D1:2"])]
+    assert [(s.memory_id, s.source_turn_ids) for s in report.stored] == [(n1, ["D1:1"]), (n2, ["D1:2"])]
     assert len(report.updated) == 1
     event = report.updated[0]
-    assert (event.old_memory_id, event.old_text, event.old_source_turn_ids) == ("n1", "Speaker Caroline says : I live in Paris", ["D1:1"])
+    assert (event.old_memory_id, event.old_text, event.old_source_turn_ids) == (n1, "Speaker Caroline says : I live in Paris", ["D1:1"])
     assert event.new_source_turn_ids == ["D1:2"]
-    assert fake.notes["n1"].timestamp == "2023-05-08T13:56:00"
+    assert fake.notes[n1].timestamp == "2023-05-08T13:56:00"
 
     hits = adapter.search("conv", "where", 2)
     assert [(h.memory_id, h.text, h.source_turn_ids) for h in hits] == [
-        ("n1", "Speaker Caroline says : I live in Paris", ["D1:1"]),
-        ("n2", "Speaker Caroline says : I moved to Berlin", ["D1:2"]),
+        (n1, "Speaker Caroline says : I live in Paris", ["D1:1"]),
+        (n2, "Speaker Caroline says : I moved to Berlin", ["D1:2"]),
     ]
     assert hits[0].score == 1.0 and hits[1].score == 1.0 / 1.5  # distance -> higher-is-better
-    assert (tmp_path / "turn_ids.json").read_text() == '{"n1": ["D1:1"], "n2": ["D1:2"]}'
+    assert json.loads((tmp_path / "turn_ids.json").read_text()) == {n1: ["D1:1"], n2: ["D1:2"]}
+
+
+def test_note_ids_are_reproducible_uuids_unique_per_namespace_turn_and_position():
+    turn = Turn("D1:1", "Caroline", "hi")
+    first = note_id_for("conv-0", turn, 0)
+    assert first == note_id_for("conv-0", turn, 0)
+    assert str(uuid.UUID(first)) == first  # still looks like the uuid A-Mem would show the LLM
+    assert len({first, note_id_for("conv-1", turn, 0), note_id_for("conv-0", turn, 1),
+                note_id_for("conv-0", Turn("D1:2", "Caroline", "hi"), 0)}) == 4  # fmt: skip
+
+
+def test_snapshot_and_restore_bring_back_the_notes_on_real_chromadb(tmp_path: Path):
+    """Real AgenticMemorySystem and ChromaDB, notes written without the LLM (add_document)."""
+    llm = SimpleNamespace(api_base="http://127.0.0.1:9/v1", api_key="none", model_id="m")  # never called
+    adapter = AMemMemory(llm=llm, embedder=object(), workdir=str(tmp_path))
+    space = adapter._space("ns")
+    retriever = space.system.retriever
+    for n, text in enumerate(["Caroline lives in Paris.", "Melanie paints on Sundays."]):
+        retriever.add_document(text, {"id": f"a{n}", "content": text, "context": "General", "tags": ["t"]}, f"a{n}")
+        space.turn_ids[f"a{n}"] = [f"D1:{n}"]
+    state = adapter.snapshot("ns")
+    before = sorted((i.memory_id, i.text, tuple(i.source_turn_ids)) for i in adapter.stored_items("ns"))
+
+    retriever.add_document("Caroline moved to Berlin.", {"id": "b", "content": "Caroline moved to Berlin."}, "b")
+    space.turn_ids["b"] = ["D2:1"]
+    adapter.restore("ns", state)
+
+    assert sorted((i.memory_id, i.text, tuple(i.source_turn_ids)) for i in adapter.stored_items("ns")) == before
+    assert adapter.search("ns", "Where does Caroline live?", 1)[0].memory_id == "a0"  # stored embeddings searchable
+    assert json.loads((space.path / "turn_ids.json").read_text()) == {"a0": ["D1:0"], "a1": ["D1:1"]}
 
 
 def _openai_client(sent: list[dict[str, Any]], content: str, prompt_tokens: int, completion_tokens: int) -> Any:

@@ -141,7 +141,9 @@ def test_table_has_paper_column_and_zero_by_construction():
     silent = {**aggregate(rows, samples=50), "conflict_signal": False, "metadata": {"system": "rag"}, "suite": "mini"}
     loud_rows = [score_case(suite, suite.cases[0], _report(updated=[_event(["c:0"])]))] + rows[1:]
     loud = {**aggregate(loud_rows, samples=50), "conflict_signal": None, "metadata": {"system": "mosaic"}, "suite": "mini"}
-    table = ConflictBenchmark.make_table([silent, loud])
+    sliced = {**loud, "metadata": {"system": "mem0"}, "slice": {"cases_per_group": 3, "limit_cases": None}}
+    table = ConflictBenchmark.make_table([silent, loud, sliced])
+    assert table.loc["mosaic", "suite"] == "mini" and table.loc["mem0", "suite"] == "mini (slice: first 3 per group)"
     assert list(table.columns[:8]) == ["suite", "overall", "numeric", "semantic", "logical", "explicit", "implicit", "false alarms"]
     assert (table.loc["rag", ["overall", "numeric", "false alarms"]] == "0 by construction").all()
     assert table.loc["mosaic", "numeric"].startswith("100.0")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -170,3 +171,31 @@ def test_session_date_reaches_mem0_prompt_as_observation_date():
     assert "## Current Date\n2023-05-08T13:56:00" in prompt
     undated = mem0_main.generate_additive_extraction_prompt(existing_memories=[], new_messages="user: hi")
     assert "2023-05-08" not in undated
+
+
+def test_snapshot_and_restore_bring_back_the_store_on_real_mem0(tmp_path: Path):
+    """Real mem0.Memory (FAISS + history DB); memories written without the LLM (infer=False)."""
+    from types import SimpleNamespace
+
+    llm = SimpleNamespace(api_base="http://127.0.0.1:9/v1", api_key="none", model_id="m")  # never called
+    adapter = Mem0Memory(llm=llm, embedder=object(), workdir=str(tmp_path))
+    adapter._entry("ns")["speakers"] = ["Caroline"]  # what add() records before it calls Mem0
+    user_id = adapter._user_ids("ns")[0][1]
+    adapter.memory.add([{"role": "user", "content": "Caroline lives in Paris."}], user_id=user_id, infer=False,
+                       metadata={"source_turn_ids": ["D1:1"]})  # fmt: skip
+    state = adapter.snapshot("ns")
+    before = sorted((i.memory_id, i.text, tuple(i.source_turn_ids)) for i in adapter.stored_items("ns"))
+    assert len(before) == 1
+
+    adapter.memory.add([{"role": "user", "content": "Caroline moved to Berlin."}], user_id=user_id, infer=False,
+                       metadata={"source_turn_ids": ["D2:1"]})  # fmt: skip
+    adapter.reset("other")
+    assert len(adapter.stored_items("ns")) == 2
+    adapter.restore("ns", state)
+
+    assert sorted((i.memory_id, i.text, tuple(i.source_turn_ids)) for i in adapter.stored_items("ns")) == before
+    assert adapter.search("ns", "Where does Caroline live?", 3)[0].source_turn_ids == ["D1:1"]
+    assert "other" not in adapter._registry  # bookkeeping came back with the files
+    shutil.rmtree(state.path)
+    with pytest.raises(FileNotFoundError, match="re-ingest"):
+        adapter.restore("ns", state)
