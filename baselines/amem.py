@@ -282,7 +282,7 @@ class AMemMemory:
     def snapshot(self, namespace: str) -> AMemSnapshot:
         """The namespace's notes as stored, embeddings included (the conflict suite branches per probe from it).
 
-        Cheaper than re-ingesting, which replays every add (from the LLM cache, see ``note_id``) and
+        Cheaper than re-ingesting, which replays every add (from the LLM cache, see ``note_id_for``) and
         re-embeds every note.
         """
         space = self._space(namespace)
