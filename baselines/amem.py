@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -27,6 +26,7 @@ from typing import Any, Iterator
 
 from mosaic.llm import usage_since
 from mosaic.protocol import AddReport, ConflictEvent, Retrieved, StoredItem, Turn
+from mosaic.store import file_safe_name
 
 from baselines.library_llm import LibraryLLMTap
 
@@ -164,7 +164,7 @@ class AMemMemory:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         from agentic_memory.memory_system import AgenticMemorySystem
 
-        path = self.store_dir / re.sub(r"[^A-Za-z0-9._-]+", "_", namespace)
+        path = self.store_dir / file_safe_name(namespace)
         path.mkdir(parents=True, exist_ok=True)
         with _temporary_env({"OPENAI_BASE_URL": self.llm.api_base, "OPENAI_API_KEY": self.llm.api_key}):
             system = AgenticMemorySystem(

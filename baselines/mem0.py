@@ -27,6 +27,7 @@ from typing import Any, Callable
 
 from mosaic.llm import usage_since
 from mosaic.protocol import AddReport, ConflictEvent, Retrieved, StoredItem, Turn
+from mosaic.store import file_safe_name
 
 from baselines.library_llm import LibraryLLMTap
 
@@ -385,7 +386,7 @@ class Mem0Memory:
         """
         self._release()
         self._n_snapshots += 1
-        target = self.workdir / "mem0_snapshots" / f"{re.sub(r'[^A-Za-z0-9._-]+', '_', namespace)}-{self._n_snapshots}"
+        target = self.workdir / "mem0_snapshots" / f"{file_safe_name(namespace)}-{self._n_snapshots}"
         if target.exists():
             shutil.rmtree(target)
         target.parent.mkdir(parents=True, exist_ok=True)

@@ -42,8 +42,10 @@ def semantic_config(cfg: DictConfig) -> dict[str, Any]:
     assert isinstance(raw, dict)
     for key in NON_SEMANTIC_KEYS:
         raw.pop(key, None)
-    for group in ("llm", "judge", "embedder"):  # cache paths and log levels are where/how, not what
-        for key in ("cache_path", "verbosity"):
+    # cache paths, log levels and the attention kernel are where/how, not what (a kernel can move the last
+    # bits of a logit, which the response cache, keyed by the request, does not tell apart either)
+    for group in ("llm", "judge", "embedder"):
+        for key in ("cache_path", "verbosity", "flash_attn"):
             _drop_key(raw.get(group), key)
     resolved = OmegaConf.to_container(OmegaConf.create(raw), resolve=True, throw_on_missing=False)
     assert isinstance(resolved, dict)

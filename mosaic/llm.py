@@ -377,6 +377,11 @@ def default_model_name(model: str) -> str:
     return Path(model).name.removesuffix(".gguf") if model.endswith(".gguf") else model
 
 
+# llama.cpp's flash-attention switch (its enum: -1 auto, 0 off, 1 on). On this 2-core CPU "auto" turns it
+# on; off generates faster deep in a long context and reads prompts slower (`scripts/bench_llm.py --depth`).
+FLASH_ATTN_MODES = {"auto": -1, "off": 0, "on": 1}
+
+
 class LocalLLM(OpenAICompatClient):
     """xllamacpp's in-process OpenAI-compatible server on 127.0.0.1, started on first use.
 
@@ -398,7 +403,12 @@ class LocalLLM(OpenAICompatClient):
         max_retries: int = 3,
         extra_body: dict[str, Any] | None = None,
         verbosity: int = 1,
+        flash_attn: str | bool = "auto",
     ) -> None:
+        if isinstance(flash_attn, bool):  # YAML 1.1 readers turn a bare on/off into a bool
+            flash_attn = "on" if flash_attn else "off"
+        if flash_attn not in FLASH_ATTN_MODES:
+            raise ValueError(f"llm.flash_attn={flash_attn!r}: use one of {sorted(FLASH_ATTN_MODES)}")
         super().__init__(
             base_url="",
             model=model_name or default_model_name(model),
@@ -413,6 +423,7 @@ class LocalLLM(OpenAICompatClient):
         self.threads = threads or os.cpu_count() or 2
         self.parallel = parallel
         self.verbosity = verbosity  # llama.cpp log level: 1 keeps warnings/errors, 3 logs every slot event
+        self.flash_attn = flash_attn
         self._server: Any = None
 
     @property
@@ -441,6 +452,7 @@ class LocalLLM(OpenAICompatClient):
             # instead: a restore of ~3 s per request at 7.7k tokens (0.5B model, /tmp test), and in one
             # Mem0 run two consecutive adds sharing a 7.9k-token prefix got no reuse (cause not found).
             params.cache_idle_slots = False
+            params.flash_attn_type = FLASH_ATTN_MODES[self.flash_attn]
             params.cpuparams.n_threads = self.threads
             params.cpuparams_batch.n_threads = self.threads
             params.hostnames = ["127.0.0.1"]

@@ -18,7 +18,6 @@ import copy
 import dataclasses
 import importlib
 import logging
-import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,7 +30,7 @@ from mosaic.gate import ClarificationItem, ConfidenceGate, number_in, values_mat
 from mosaic.graph import ACTIVE_STATUSES, MemoryGraph
 from mosaic.llm import LLMClient, usage_since
 from mosaic.protocol import AddReport, ConflictEvent, LLMUsage, Retrieved, StoredItem, Turn
-from mosaic.store import MemoryStore
+from mosaic.store import MemoryStore, file_safe_name
 
 log = logging.getLogger(__name__)
 
@@ -217,8 +216,7 @@ class MosaicMemory:
     def _store(self, namespace: str) -> MemoryStore | None:
         if not self.persist:
             return None
-        safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", namespace) or "default"
-        return MemoryStore(self.workdir / "mosaic" / f"{safe}.json")
+        return MemoryStore(self.workdir / "mosaic" / f"{file_safe_name(namespace)}.json")
 
     # -- MemorySystem ----------------------------------------------------------------
     def reset(self, namespace: str) -> None:

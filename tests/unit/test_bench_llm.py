@@ -26,3 +26,17 @@ def test_measure_uses_fresh_prompts_and_reports_rates():
     assert len(set(firsts)) == len(firsts) == 4  # every call starts differently
     assert 0 < row["prompt_tokens_per_s"] < 10 / 0.01 * 1.01  # FakeLLM: 10 prompt tokens in >= 10 ms
     assert row["generation_tokens_per_s"] > 0 and len(row["generation_rounds"]) == 2
+
+
+def test_depth_puts_one_shared_context_before_every_generation_ask():
+    spec = importlib.util.spec_from_file_location("bench_llm", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    llm = FakeLLM(lambda messages, schema: "1")
+    module.measure(llm, rounds=2, prompt_tokens=90, gen_tokens=8, depth=300)
+    generation = [r["messages"][0]["content"] for r in llm.requests[2:]]  # after the two prompt-speed calls
+    assert len(generation) == 3  # warm-up read of the context, then the two timed rounds
+    context = generation[0].rsplit("\n", 1)[0]
+    assert len(context) > 1000 and all(text.startswith(context) for text in generation)
+    asks = [text[len(context):] for text in generation[1:]]
+    assert len(set(asks)) == 2 and all("count from 1 to 500" in ask for ask in asks)

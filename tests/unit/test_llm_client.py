@@ -111,3 +111,12 @@ def test_json_tolerates_code_fence(server):
     client = OpenAICompatClient(base_url=server, model="m")
     _Handler.replies = [(200, '```json\n{"a": 1}\n```')]
     assert client.chat([{"role": "user", "content": "x"}]).json() == {"a": 1}
+
+
+def test_local_flash_attn_setting_is_checked_and_takes_yaml_booleans():
+    from mosaic.llm import LocalLLM
+
+    assert LocalLLM(model="x.gguf", flash_attn=False).flash_attn == "off"  # YAML reads a bare `off` as false
+    assert LocalLLM(model="x.gguf", flash_attn="on").flash_attn == "on"
+    with pytest.raises(ValueError, match="flash_attn"):
+        LocalLLM(model="x.gguf", flash_attn="fast")

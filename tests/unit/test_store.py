@@ -97,3 +97,11 @@ def test_invalid_state_is_refused_on_save_and_missing_file_is_clear(tmp_path):
         MemoryStore(tmp_path / "mem.json").save(state)
     with pytest.raises(MemoryStoreError, match="does not exist"):
         MemoryStore(tmp_path / "nope.json").load()
+
+
+def test_file_safe_name_keeps_one_path_component():
+    from mosaic.store import file_safe_name
+
+    assert file_safe_name("conv-26/Caroline Smith") == "conv-26_Caroline_Smith"
+    assert file_safe_name("../x") == ".._x" and "/" not in file_safe_name("a//b")
+    assert file_safe_name("") == "default"
