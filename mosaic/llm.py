@@ -378,7 +378,7 @@ def default_model_name(model: str) -> str:
 
 
 # llama.cpp's flash-attention switch (its enum: -1 auto, 0 off, 1 on). On this 2-core CPU "auto" turns it
-# on; off generates faster deep in a long context and reads prompts slower (`scripts/bench_llm.py --depth`).
+# on; off generates faster deep in a long context and reads prompts slower (Mem0's adds: docs/baselines.md).
 FLASH_ATTN_MODES = {"auto": -1, "off": 0, "on": 1}
 
 
