@@ -49,8 +49,12 @@ def test_shipped_suites_are_valid_and_shaped_as_the_issue_asks():
     assert {t: sum(c.type == t for c in conflicting) for t in ("numeric", "semantic", "logical")} == {"numeric": 14, "semantic": 13, "logical": 23}
     assert all(len(set(c.conflicts_with)) >= 2 for c in conflicting if c.type == "logical")
     assert sum(not c.conflict for c in hyp.cases) >= 30
-    dev = load_suite(REPO / "data/conflicts/household_finance.json")
-    assert sum(c.conflict for c in dev.cases) >= 20 and sum(not c.conflict for c in dev.cases) >= 15
+    for dev_file in ("household_finance.json", "workplace_policy.json"):
+        dev = load_suite(REPO / "data/conflicts" / dev_file)
+        assert sum(c.conflict for c in dev.cases) >= 20 and sum(not c.conflict for c in dev.cases) >= 15
+        assert {c.type for c in dev.cases if c.conflict} == {"numeric", "semantic", "logical"}
+        dev_probes = [c.probe_text for c in dev.cases]
+        assert len(set(dev_probes)) == len(dev_probes)
     probes = [c.probe_text for c in hyp.cases]
     assert len(set(probes)) == len(probes)
 
