@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from sklearn.metrics import roc_auc_score
 
 from eval.benchmarks.conflict_suite import Suite, load_suite
 from mosaic.conflict import ConflictDetector
@@ -75,6 +76,19 @@ def main() -> None:
     print("SELECTED", json.dumps(selected))
 
 
+def llm_score_auc(rows: list[dict]) -> float | None:
+    """ROC AUC of the LLM's score (conflicting vs compatible probes) over the cases the LLM judged.
+
+    Threshold-free: 0.5 means the score does not separate the two at all, whatever the threshold.
+    None when one class is missing.
+    """
+    judged = [r for r in rows if r["decided_by"] == "llm" and r["score"] is not None]
+    labels = [bool(r["conflict"]) for r in judged]
+    if len(set(labels)) < 2:
+        return None
+    return float(roc_auc_score(labels, [r["score"] for r in judged]))
+
+
 def run_one(suite: Suite, graphs: dict, detector: ConflictDetector, llm: LocalLLM, out: Path, tag: str, knobs: dict) -> list[dict]:
     rows = []
     started = time.perf_counter()
@@ -112,8 +126,11 @@ def run_one(suite: Suite, graphs: dict, detector: ConflictDetector, llm: LocalLL
             "false_alarm": sum(hit(r) for r in neg) / len(neg),
             **{t: sum(hit(r) for r in pos if r["type"] == t) / max(1, sum(r["type"] == t for r in pos)) for t in ("numeric", "semantic", "logical")},
         })  # fmt: skip
-    (out / f"{stem}_sweep.json").write_text(json.dumps({"knobs": knobs, "elapsed_s": elapsed, "usage": llm.usage.__dict__, "sweep": sweep}, indent=1))
-    print(f"== {tag}: {len(rows)} cases in {elapsed:.0f}s; llm calls {llm.usage.calls} (cached {llm.usage.cached_calls})")
+    auc = llm_score_auc(rows)
+    (out / f"{stem}_sweep.json").write_text(json.dumps({"knobs": knobs, "elapsed_s": elapsed, "usage": llm.usage.__dict__,
+                                                        "llm_score_auc": auc, "sweep": sweep}, indent=1))
+    print(f"== {tag}: {len(rows)} cases in {elapsed:.0f}s; llm calls {llm.usage.calls} (cached {llm.usage.cached_calls}); "
+          f"LLM score AUC (conflict vs compatible, LLM-judged cases) {auc if auc is None else round(auc, 3)}")
     for row in sweep:
         print(" ".join(f"{k}={v:.2f}" for k, v in row.items()))
     for row in rows:
