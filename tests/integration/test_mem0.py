@@ -9,10 +9,9 @@ conflict-suite slice run by default (CI, ~13 minutes); the extra contradiction p
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import json
 import math
+from pathlib import Path
 
 import pytest
 
@@ -45,7 +44,7 @@ def test_locomo_slice_is_stored_searchable_and_metered(mem0_system):
     assert report.usage.calls == math.ceil(N_TURNS / mem0_system.batch_turns) * len(speakers)
     assert report.usage.by_purpose["mem0.extract"]["calls"] == report.usage.calls
     assert report.usage.prompt_tokens > 5000 * report.usage.calls  # Mem0's ~8k-token prompt, as the server counted it
-    assert report.stored, "Mem0 extracted no memory from six LoCoMo turns"
+    assert report.stored, f"Mem0 extracted no memory from {N_TURNS} LoCoMo turns"
     held = {item.memory_id: item for item in mem0_system.stored_items("conv-0")}
     assert {s.memory_id for s in report.stored} == set(held)
     slice_ids = {t.turn_id for t in turns}
