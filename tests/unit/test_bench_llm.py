@@ -2,19 +2,14 @@
 
 from __future__ import annotations
 
-import importlib.util
 import time
-from pathlib import Path
 
 from tests.fakes import FakeLLM
-
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "bench_llm.py"
+from tests.script_loader import load_script
 
 
 def test_measure_uses_fresh_prompts_and_reports_rates():
-    spec = importlib.util.spec_from_file_location("bench_llm", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_script("bench_llm")
 
     def slow(messages, schema):
         time.sleep(0.01)
@@ -29,9 +24,7 @@ def test_measure_uses_fresh_prompts_and_reports_rates():
 
 
 def test_depth_puts_one_shared_context_before_every_generation_ask():
-    spec = importlib.util.spec_from_file_location("bench_llm", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_script("bench_llm")
     llm = FakeLLM(lambda messages, schema: "1")
     module.measure(llm, rounds=2, prompt_tokens=90, gen_tokens=8, depth=300)
     generation = [r["messages"][0]["content"] for r in llm.requests[2:]]  # after the two prompt-speed calls

@@ -2,20 +2,16 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "bench_scaling.py"
+from tests.script_loader import load_script
 
 
 @pytest.mark.slow
 def test_small_mode_writes_scaling_json_and_plots(tmp_path):
-    spec = importlib.util.spec_from_file_location("bench_scaling", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_script("bench_scaling")
     module.main(["--small", "--out", str(tmp_path)])
     results = json.loads((tmp_path / "scaling.json").read_text())
     assert results["mode"] == "small" and results["data"]["ncs"] and results["data"]["retrieval"]
@@ -36,9 +32,7 @@ def test_small_mode_writes_scaling_json_and_plots(tmp_path):
 
 
 def test_skipped_section_is_carried_over_from_the_same_mode(tmp_path):
-    spec = importlib.util.spec_from_file_location("bench_scaling", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_script("bench_scaling")
     first = module.main(["--tiny", "--out", str(tmp_path), "--rounds", "3"])
     assert all(len(row["dual_ms_rounds"]) == 3 and row["dual_ms"] in row["dual_ms_rounds"] for row in first["retrieval"])
     second = module.main(["--tiny", "--out", str(tmp_path), "--skip-ncs", "--rounds", "1"])

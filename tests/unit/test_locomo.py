@@ -31,6 +31,7 @@ from eval.metrics import normalize_answer
 from eval.tables import to_markdown, write_tables
 from mosaic.protocol import Retrieved
 from tests.fakes import FakeLLM
+from tests.script_loader import load_script
 from tests.unit.test_rag import BagOfWordsEmbedder
 
 REPO = Path(__file__).resolve().parents[2]
@@ -358,11 +359,7 @@ def test_real_file_loads_with_known_counts():
 
 
 def test_make_tables_script_builds_from_metrics_files(tmp_path):
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("make_tables", REPO / "scripts" / "make_tables.py")
-    make_tables = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(make_tables)
+    make_tables = load_script("make_tables")
     bench = LoCoMoBenchmark(path=str(write(tmp_path, tiny_locomo())), top_k=1, bootstrap_samples=100)
     root = tmp_path / "runs"
     for system_name in ("rag", "full_context"):
@@ -383,11 +380,7 @@ def test_make_tables_script_builds_from_metrics_files(tmp_path):
 
 
 def test_download_script_mirror_hash_and_offline_message(tmp_path):
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("download_data", REPO / "scripts" / "download_data.py")
-    download = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(download)
+    download = load_script("download_data")
     bad_mirror = tmp_path / "bad"
     bad_mirror.mkdir()
     (bad_mirror / "locomo10.json").write_text("[]")
