@@ -10,7 +10,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from mosaic.protocol import AddReport, Retrieved, StoredItem, Turn
+from core.api import AddReport, Retrieved, StoredItem, Turn
 
 
 class FullContextMemory:

@@ -25,11 +25,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from mosaic.llm import usage_since
-from mosaic.protocol import AddReport, ConflictEvent, Retrieved, StoredItem, Turn
-from mosaic.store import file_safe_name
+from core.llm import usage_since
+from core.api import AddReport, ConflictEvent, Retrieved, StoredItem, Turn
+from core.paths import file_safe_name
 
-from baselines.library_llm import LibraryLLMTap
+from core.llm.library_tap import LibraryLLMTap
 
 log = logging.getLogger(__name__)
 
@@ -429,6 +429,6 @@ def _embedder_dir(embedder: Any) -> str:
     path = getattr(embedder, "model_path", None)
     if path and Path(path).exists():
         return str(path)
-    from mosaic.embed import packaged_model_dir
+    from core.embed import packaged_model_dir
 
     return str(packaged_model_dir())

@@ -13,8 +13,8 @@ from typing import Any
 import faiss
 import numpy as np
 
-from mosaic.embed import Embedder
-from mosaic.protocol import AddReport, Retrieved, StoredItem, Turn
+from core.embed import Embedder
+from core.api import AddReport, Retrieved, StoredItem, Turn
 
 
 @dataclass

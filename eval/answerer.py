@@ -12,8 +12,8 @@ import time
 from datetime import datetime
 from typing import Any
 
-from mosaic.llm import LLMClient
-from mosaic.protocol import Retrieved
+from core.llm import LLMClient
+from core.api import Retrieved
 
 ANSWER_SYSTEM = (
     "You answer questions about a long conversation between two people, using only the "

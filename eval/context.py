@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Protocol, runtime_checkable
 
-from mosaic.embed import Embedder
-from mosaic.llm import LLMClient
-from mosaic.protocol import MemorySystem
+from core.embed import Embedder
+from core.llm import LLMClient
+from core.api import MemorySystem
 
 
 class JsonlRows:

@@ -15,7 +15,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from mosaic.llm import LLMClient, LLMOutputError
+from core.llm import LLMClient, LLMOutputError
 
 log = logging.getLogger(__name__)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from mosaic.llm import LLMClient, LLMOutputError
+from core.llm import LLMClient, LLMOutputError
 
 log = logging.getLogger(__name__)
 

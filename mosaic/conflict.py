@@ -28,7 +28,7 @@ from typing import Any, Literal, Protocol
 import numpy as np
 
 from mosaic.entity import Entity, resolve_by_evidence
-from mosaic.llm import LLMClient
+from core.llm import LLMClient
 
 Verdict = Literal["update", "reject", "flag"]
 Kind = Literal["numeric", "semantic", "logical", "unknown"]

@@ -22,8 +22,8 @@ from dateutil import parser as date_parser
 from dateutil.relativedelta import relativedelta
 
 from mosaic.entity import Entity
-from mosaic.llm import LLMClient, LLMError, LLMOutputError
-from mosaic.protocol import Turn
+from core.llm import LLMClient, LLMError, LLMOutputError
+from core.api import Turn
 
 log = logging.getLogger(__name__)
 

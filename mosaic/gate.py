@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mosaic.entity import Entity, evidence_strength
-from mosaic.llm import LLMClient, LLMError, LLMOutputError
+from core.llm import LLMClient, LLMError, LLMOutputError
 
 log = logging.getLogger(__name__)
 

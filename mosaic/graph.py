@@ -16,7 +16,7 @@ from typing import Any
 import networkx as nx
 import numpy as np
 
-from mosaic.embed import Embedder
+from core.embed import Embedder
 from mosaic.entity import Entity
 
 # Statuses that take part in search, conflict checks and G_A. "flagged" stays visible on purpose:

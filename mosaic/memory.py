@@ -23,13 +23,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
-from mosaic.embed import Embedder
+from core.embed import Embedder
 from mosaic.entity import Entity, resolve_by_evidence
 from mosaic.extract import EntityExtractor
 from mosaic.gate import ClarificationItem, ConfidenceGate, number_in, values_match
 from mosaic.graph import ACTIVE_STATUSES, MemoryGraph
-from mosaic.llm import LLMClient, usage_since
-from mosaic.protocol import AddReport, ConflictEvent, LLMUsage, Retrieved, StoredItem, Turn
+from core.llm import LLMClient, usage_since
+from core.api import AddReport, ConflictEvent, LLMUsage, Retrieved, StoredItem, Turn
 from mosaic.store import MemoryStore, file_safe_name
 
 log = logging.getLogger(__name__)

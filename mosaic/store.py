@@ -18,13 +18,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from core.paths import file_safe_name
+
 STORE_SCHEMA = 1
 _REQUIRED_ENTITY_FIELDS = ("entity_id", "text", "type", "value", "confidence", "session_time", "source_turn_ids", "evidence", "belief", "history", "status")
-
-
-def file_safe_name(namespace: str) -> str:
-    """A namespace as one file or folder name (speaker names carry spaces, ids may carry slashes)."""
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", namespace) or "default"
 
 
 class MemoryStoreError(RuntimeError):

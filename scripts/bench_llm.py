@@ -33,7 +33,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from mosaic.llm import LocalLLM, OpenAICompatClient  # noqa: E402
+from core.llm import LocalLLM, OpenAICompatClient  # noqa: E402
 
 FILLER = (
     "Blood pressure targets, drug classes, monitoring intervals and lifestyle advice are written "

@@ -13,7 +13,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from mosaic.model_files import KNOWN_MODELS, resolve_model  # noqa: E402
+from core.model_files import KNOWN_MODELS, resolve_model  # noqa: E402
 
 
 def main() -> None:

@@ -21,10 +21,10 @@ from sklearn.metrics import roc_auc_score
 
 from eval.benchmarks.conflict_suite import Suite, load_suite
 from mosaic.conflict import ConflictDetector
-from mosaic.embed import SentenceEmbedder
+from core.embed import SentenceEmbedder
 from mosaic.entity import Entity
 from mosaic.graph import MemoryGraph
-from mosaic.llm import LocalLLM
+from core.llm import LocalLLM
 
 
 def graph_from_context(suite: Suite, context_id: str, embedder: SentenceEmbedder) -> MemoryGraph:

@@ -36,7 +36,7 @@ def loopback_only():
 @pytest.fixture(scope="session")
 def small_llm():
     """The real 0.5B model on the in-process llama.cpp server (fast checks of wiring)."""
-    from mosaic.llm import LocalLLM
+    from core.llm import LocalLLM
 
     client = LocalLLM(model="qwen2.5-coder-0.5b-instruct", cache_path=str(CACHE_DIR / "llm_cache.sqlite"), context_tokens=8192)
     yield client
@@ -47,7 +47,7 @@ def small_llm():
 def default_llm():
     """The real default model (Qwen2.5-Coder-1.5B-Instruct Q4_K_M) on the local server, with the
     16k context `llm=local` runs with (one Mem0 add sends an ~8.4k-token system prompt)."""
-    from mosaic.llm import LocalLLM
+    from core.llm import LocalLLM
 
     client = LocalLLM(model="qwen2.5-coder-1.5b-instruct-q4_k_m", cache_path=str(CACHE_DIR / "llm_cache.sqlite"), context_tokens=16384)
     yield client
@@ -56,6 +56,6 @@ def default_llm():
 
 @pytest.fixture(scope="session")
 def embedder():
-    from mosaic.embed import SentenceEmbedder
+    from core.embed import SentenceEmbedder
 
     return SentenceEmbedder(model="packaged", cache_path=str(CACHE_DIR / "embed_cache.sqlite"))

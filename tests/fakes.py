@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any, Callable
 
-from mosaic.llm import ChatResult, LLMOutputError, UsageMeter
-from mosaic.protocol import LLMUsage
+from core.llm import ChatResult, LLMOutputError, UsageMeter
+from core.api import LLMUsage
 
 Responder = Callable[[list[dict[str, str]], dict[str, Any] | None], str | dict | list]
 
@@ -40,3 +40,12 @@ class FakeLLM:
             except LLMOutputError as err:
                 last = err
         raise last
+
+
+def served_llm_stub(cache: Any = None, timeout_s: float = 600.0) -> Any:
+    """What an adapter of an outside library needs of the harness LLM (core.api.ServedLLM), never called."""
+    from types import SimpleNamespace
+
+    return SimpleNamespace(
+        api_base="http://127.0.0.1:9/v1", api_key="none", model_id="m", meter=UsageMeter(), cache=cache, timeout_s=timeout_s
+    )

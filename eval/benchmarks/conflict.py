@@ -35,7 +35,7 @@ from eval.context import RunContext
 from eval.metrics import bootstrap_ci
 from eval.tables import format_ci
 from mosaic.conflict import quantities
-from mosaic.protocol import AddReport, MemorySystem, Seedable, Snapshottable
+from core.api import AddReport, MemorySystem, Seedable, Snapshottable
 
 log = logging.getLogger(__name__)
 

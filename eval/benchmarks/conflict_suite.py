@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mosaic.protocol import Turn
+from core.api import Turn
 
 CONFLICT_TYPES = ("numeric", "semantic", "logical")
 

@@ -35,7 +35,7 @@ from jsonschema.exceptions import best_match
 from eval.context import RunContext
 from eval.halumem_judge import HaluMemJudge, Verdict
 from eval.metrics import bootstrap_ci
-from mosaic.protocol import AddReport, Inspectable, MemorySystem, StoredItem, Turn
+from core.api import AddReport, Inspectable, MemorySystem, StoredItem, Turn
 
 log = logging.getLogger(__name__)
 

@@ -27,8 +27,8 @@ from eval.context import JsonlRows, RunContext
 from eval.judge import LLMJudge
 from eval.metrics import bleu1, bootstrap_ci, evidence_recall, percentiles, set_f1_mem0, token_f1
 from eval.tables import format_ci, format_pair
-from mosaic.llm import usage_since
-from mosaic.protocol import AddReport, LLMUsage, MemorySystem, Turn
+from core.llm import usage_since
+from core.api import AddReport, LLMUsage, MemorySystem, Turn
 
 CONVENTIONS: dict[str, dict[int, str]] = {
     "locomo": {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"},

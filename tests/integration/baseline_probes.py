@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from mosaic.protocol import Turn
+from core.api import Turn
 
 REPO = Path(__file__).resolve().parents[2]
 DEV_SUITE = REPO / "data/conflicts/household_finance.json"

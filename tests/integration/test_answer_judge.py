@@ -15,7 +15,7 @@ from eval.answerer import Answerer
 from eval.benchmarks.locomo import LoCoMoBenchmark
 from eval.context import RunContext
 from eval.judge import LLMJudge
-from mosaic.protocol import Retrieved
+from core.api import Retrieved
 
 pytestmark = pytest.mark.integration
 

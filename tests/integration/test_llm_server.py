@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mosaic.llm import OpenAICompatClient
+from core.llm import OpenAICompatClient
 
 pytestmark = pytest.mark.integration
 

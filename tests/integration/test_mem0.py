@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.baseline_probes import PROBES, locomo_slice, run_mini_suite
-from mosaic.protocol import AddReport, Turn
+from core.api import AddReport, Turn
 
 pytestmark = [pytest.mark.integration, pytest.mark.baselines_live]
 

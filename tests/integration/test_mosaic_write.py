@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from mosaic.memory import MosaicMemory
-from mosaic.protocol import Turn
+from core.api import Turn
 
 pytestmark = pytest.mark.integration
 

@@ -18,7 +18,8 @@ from baselines.amem import (
     note_content,
     note_id_for,
 )
-from mosaic.protocol import MemorySystem, Turn
+from core.api import MemorySystem, Turn
+from tests.fakes import served_llm_stub
 
 
 def _update(memory_id: str, changes: dict[str, Any]) -> NeighbourUpdate:
@@ -88,7 +89,7 @@ class _ScriptedAMem:
 
 
 def test_adapter_reports_stored_notes_and_evolution_of_existing_notes(tmp_path: Path):
-    adapter = AMemMemory(llm=object(), embedder=object(), workdir=str(tmp_path))
+    adapter = AMemMemory(llm=served_llm_stub(), embedder=object(), workdir=str(tmp_path))
     assert isinstance(adapter, MemorySystem)
     fake = _ScriptedAMem()
     space = _Space(fake, tmp_path, {})
@@ -126,7 +127,7 @@ def test_note_ids_are_reproducible_uuids_unique_per_namespace_turn_and_position(
 
 def test_snapshot_and_restore_bring_back_the_notes_on_real_chromadb(tmp_path: Path):
     """Real AgenticMemorySystem and ChromaDB, notes written without the LLM (add_document)."""
-    llm = SimpleNamespace(api_base="http://127.0.0.1:9/v1", api_key="none", model_id="m")  # never called
+    llm = served_llm_stub()
     adapter = AMemMemory(llm=llm, embedder=object(), workdir=str(tmp_path))
     space = adapter._space("ns")
     retriever = space.system.retriever
@@ -162,13 +163,13 @@ def _openai_client(sent: list[dict[str, Any]], content: str, prompt_tokens: int,
 
 
 def test_library_tap_meters_caches_and_fixes_sampling(tmp_path: Path):
-    """The wrapper both adapters put on the library's OpenAI client (baselines/library_llm.py)."""
-    from baselines.library_llm import LibraryLLMTap
-    from mosaic.llm import ResponseCache, UsageMeter
+    """The wrapper both adapters put on the library's OpenAI client (core/llm/library_tap.py)."""
+    from core.llm.library_tap import LibraryLLMTap
+    from core.llm import ResponseCache, UsageMeter
 
     sent: list[dict[str, Any]] = []
     client = _openai_client(sent, '{"a": 1}', prompt_tokens=120, completion_tokens=7)
-    harness = SimpleNamespace(meter=UsageMeter(), cache=ResponseCache(tmp_path / "cache.sqlite"))
+    harness = served_llm_stub(cache=ResponseCache(tmp_path / "cache.sqlite"))
     tap = LibraryLLMTap("a-mem", harness, purpose="amem.analyze", temperature=0.0, max_tokens=64)
     tap.install(client)
     tap.install(client)  # idempotent: no double wrapping
@@ -189,15 +190,15 @@ def test_library_tap_meters_caches_and_fixes_sampling(tmp_path: Path):
 
 
 def test_library_tap_sends_its_timeout_outside_the_cache_key(tmp_path: Path):
-    from baselines.library_llm import LibraryLLMTap
-    from mosaic.llm import ResponseCache, UsageMeter
+    from core.llm.library_tap import LibraryLLMTap
+    from core.llm import ResponseCache, UsageMeter
 
     sent: list[dict[str, Any]] = []
     cache = ResponseCache(tmp_path / "cache.sqlite")
     request = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
     for timeout in (1800.0, 60.0):
         client = _openai_client(sent, "ok", prompt_tokens=3, completion_tokens=1)
-        tap = LibraryLLMTap("mem0", SimpleNamespace(meter=UsageMeter(), cache=cache, timeout_s=600.0), purpose="p", timeout_s=timeout)
+        tap = LibraryLLMTap("mem0", served_llm_stub(cache=cache), purpose="p", timeout_s=timeout)
         tap.install(client)
         client.chat.completions.create(**request)
     assert [r["timeout"] for r in sent] == [1800.0]  # second tap: same request, answered from the cache

@@ -10,7 +10,7 @@ import pytest
 
 from eval.benchmarks.conflict import ConflictBenchmark, aggregate, conflict_table, score_case
 from eval.benchmarks.conflict_suite import SuiteFormatError, load_suite, parse_suite
-from mosaic.protocol import AddReport, ConflictEvent, LLMUsage, StoredItem
+from core.api import AddReport, ConflictEvent, LLMUsage, StoredItem
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -7,7 +7,7 @@ from datetime import datetime
 import pytest
 
 from mosaic.extract import EntityExtractor, parse_session_time, prerequisite_pairs, resolve_time
-from mosaic.protocol import Turn
+from core.api import Turn
 from tests.fakes import FakeLLM
 
 SESSION = parse_session_time("1:56 pm on 8 May, 2023")  # a Monday

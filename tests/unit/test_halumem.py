@@ -25,7 +25,7 @@ from eval.benchmarks.halumem import (
 )
 from eval.context import RunContext
 from eval.halumem_judge import ACCURACY_SCHEMA, INTEGRITY_SCHEMA, QA_SCHEMA, UPDATE_SCHEMA, HaluMemJudge
-from mosaic.protocol import AddReport, Retrieved, StoredItem, Turn
+from core.api import AddReport, Retrieved, StoredItem, Turn
 from tests.fakes import FakeLLM
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "halumem"

@@ -8,7 +8,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from mosaic.llm import LLMError, LLMOutputError, OpenAICompatClient, ResponseCache, free_port, usage_since
+from core.llm import LLMError, LLMOutputError, OpenAICompatClient, ResponseCache, free_port, usage_since
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -114,7 +114,7 @@ def test_json_tolerates_code_fence(server):
 
 
 def test_local_flash_attn_setting_is_checked_and_takes_yaml_booleans():
-    from mosaic.llm import LocalLLM
+    from core.llm import LocalLLM
 
     assert LocalLLM(model="x.gguf", flash_attn=False).flash_attn == "off"  # YAML reads a bare `off` as false
     assert LocalLLM(model="x.gguf", flash_attn="on").flash_attn == "on"

@@ -29,7 +29,7 @@ from eval.context import RunContext
 from eval.judge import LLMJudge
 from eval.metrics import normalize_answer
 from eval.tables import to_markdown, write_tables
-from mosaic.protocol import Retrieved
+from core.api import Retrieved
 from tests.fakes import FakeLLM
 from tests.script_loader import load_script
 from tests.unit.test_rag import BagOfWordsEmbedder
@@ -320,7 +320,7 @@ def test_evidence_recall_from_source_turn_ids(tmp_path):
             pass
 
         def add(self, namespace, turns, session_time=None):
-            from mosaic.protocol import AddReport
+            from core.api import AddReport
 
             return AddReport(n_turns=len(turns))
 

@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from baselines.mem0 import Mem0Memory, mem0_config, mem0_results_to_report, mem0_user_id, speaker_messages
-from mosaic.protocol import MemorySystem, Turn
+from core.api import MemorySystem, Turn
+from tests.fakes import served_llm_stub
 
 
 def test_add_update_delete_none_map_to_stored_and_update_events():
@@ -104,7 +105,7 @@ class _ScriptedMem0:
 
 
 def _adapter(tmp_path: Path) -> tuple[Mem0Memory, _ScriptedMem0]:
-    adapter = Mem0Memory(llm=object(), embedder=object(), workdir=str(tmp_path), batch_turns=2)
+    adapter = Mem0Memory(llm=served_llm_stub(), embedder=object(), workdir=str(tmp_path), batch_turns=2)
     fake = _ScriptedMem0()
     adapter._memory = fake
     return adapter, fake
@@ -143,15 +144,15 @@ def test_reset_empties_namespace_and_starts_a_new_scope_that_survives_restart(tm
     assert fake.adds == [] and adapter.search("conv-0", "q", 5) == []
     adapter.add("conv-0", [Turn("D1:2", "Caroline", "b")])
     assert fake.adds[-1]["user_id"] == "conv-0--Caroline--g1"
-    reopened = Mem0Memory(llm=object(), embedder=object(), workdir=str(tmp_path))
+    reopened = Mem0Memory(llm=served_llm_stub(), embedder=object(), workdir=str(tmp_path))
     assert reopened._user_ids("conv-0") == [("Caroline", "conv-0--Caroline--g1")]
 
 
 def test_bad_config_values_are_named():
     with pytest.raises(ValueError, match="batch_turns"):
-        Mem0Memory(llm=object(), embedder=object(), workdir="/tmp/x", batch_turns=0)
+        Mem0Memory(llm=served_llm_stub(), embedder=object(), workdir="/tmp/x", batch_turns=0)
     with pytest.raises(ValueError, match="search_threshold"):
-        Mem0Memory(llm=object(), embedder=object(), workdir="/tmp/x", search_threshold=1.5)
+        Mem0Memory(llm=served_llm_stub(), embedder=object(), workdir="/tmp/x", search_threshold=1.5)
 
 
 def test_session_date_reaches_mem0_prompt_as_observation_date():
@@ -177,7 +178,7 @@ def test_snapshot_and_restore_bring_back_the_store_on_real_mem0(tmp_path: Path):
     """Real mem0.Memory (FAISS + history DB); memories written without the LLM (infer=False)."""
     from types import SimpleNamespace
 
-    llm = SimpleNamespace(api_base="http://127.0.0.1:9/v1", api_key="none", model_id="m")  # never called
+    llm = served_llm_stub()
     adapter = Mem0Memory(llm=llm, embedder=object(), workdir=str(tmp_path))
     adapter._entry("ns")["speakers"] = ["Caroline"]  # what add() records before it calls Mem0
     user_id = adapter._user_ids("ns")[0][1]

@@ -10,7 +10,7 @@ import pytest
 
 from mosaic.entity import Entity
 from mosaic.memory import MosaicMemory, MosaicParts
-from mosaic.protocol import Inspectable, MemorySystem, Seedable, Snapshottable, Turn
+from core.api import Inspectable, MemorySystem, Seedable, Snapshottable, Turn
 from tests.fakes import FakeLLM
 from tests.unit.test_graph import BowEmbedder
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from mosaic import model_files
-from mosaic.model_files import ModelFileError, PypiParts, resolve_model
+from core import model_files
+from core.model_files import ModelFileError, PypiParts, resolve_model
 
 
 def test_unknown_model_lists_choices(tmp_path):

@@ -9,7 +9,7 @@ import pytest
 
 from baselines.full_context import FullContextMemory
 from baselines.rag import RagMemory
-from mosaic.protocol import Inspectable, MemorySystem, Snapshottable, Turn
+from core.api import Inspectable, MemorySystem, Snapshottable, Turn
 
 
 class BagOfWordsEmbedder:

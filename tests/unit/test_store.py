@@ -100,7 +100,7 @@ def test_invalid_state_is_refused_on_save_and_missing_file_is_clear(tmp_path):
 
 
 def test_file_safe_name_keeps_one_path_component():
-    from mosaic.store import file_safe_name
+    from core.paths import file_safe_name
 
     assert file_safe_name("conv-26/Caroline Smith") == "conv-26_Caroline_Smith"
     assert file_safe_name("../x") == ".._x" and "/" not in file_safe_name("a//b")

@@ -1,12 +1,14 @@
-"""The seam between benchmarks and memory systems.
+"""The seams of the harness: every Protocol and report type that crosses a layer.
 
-Every system (MOSAIC, the reference systems, the outside baselines) implements
-``MemorySystem``; benchmarks only ever talk to this protocol. Gold answers never
-cross it.
+Benchmarks talk to memory systems only through ``MemorySystem`` (and the optional capability
+Protocols); every component talks to an LLM only through ``LLMClient``; outside libraries that
+build their own OpenAI client reach the harness's endpoint, meter and cache through
+``ServedLLM``. Gold answers never cross these seams.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -151,3 +153,101 @@ class Inspectable(Protocol):
     """Optional: systems that can list what they hold (HaluMem extraction metrics)."""
 
     def stored_items(self, namespace: str) -> list[StoredItem]: ...
+
+
+class LLMError(RuntimeError):
+    """The server could not be reached or kept failing after bounded retries."""
+
+
+class LLMOutputError(ValueError):
+    """The model's output broke the requested JSON schema even after retries."""
+
+
+@dataclass
+class ChatResult:
+    text: str
+    prompt_tokens: int
+    completion_tokens: int
+    latency_s: float
+    cached: bool
+    model: str
+    logprobs: list[dict[str, Any]] | None = None
+    cached_prompt_tokens: int = 0  # prompt tokens the server reused from its prefix cache (usage.prompt_tokens_details)
+
+    def json(self) -> Any:
+        """Parse the text as JSON, tolerating a Markdown code fence around it."""
+        text = self.text.strip()
+        if text.startswith("```"):
+            text = text.strip("`")
+            text = text[text.find("\n") + 1 :] if "\n" in text else text
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as err:
+            raise LLMOutputError(f"model output is not valid JSON: {err}: {self.text[:300]!r}") from err
+
+
+@runtime_checkable
+class LLMClient(Protocol):
+    """The chat interface every component uses (systems, answerer, judges)."""
+
+    model_id: str
+
+    def chat(
+        self,
+        messages: list[dict[str, str]],
+        *,
+        response_schema: dict[str, Any] | None = None,
+        max_tokens: int = 256,
+        temperature: float = 0.0,
+        seed: int = 0,
+        purpose: str = "other",
+        top_logprobs: int = 0,
+    ) -> ChatResult: ...
+
+    def chat_json(
+        self,
+        messages: list[dict[str, str]],
+        schema: dict[str, Any],
+        *,
+        max_tokens: int = 256,
+        purpose: str = "other",
+        attempts: int = 2,
+    ) -> Any: ...
+
+    @property
+    def usage(self) -> LLMUsage: ...
+
+
+@runtime_checkable
+class UsageRecorder(Protocol):
+    """Anything that counts LLM calls by purpose (the harness's meter)."""
+
+    def record(self, purpose: str, result: ChatResult) -> None: ...
+
+
+@runtime_checkable
+class ResponseStore(Protocol):
+    """A request-keyed response cache (the harness's SQLite cache)."""
+
+    def get(self, key: str) -> dict[str, Any] | None: ...
+
+    def put(self, key: str, value: dict[str, Any]) -> None: ...
+
+
+@runtime_checkable
+class ServedLLM(LLMClient, Protocol):
+    """An LLMClient behind an OpenAI-compatible HTTP endpoint that outside libraries can call too.
+
+    Adapters of libraries with their own OpenAI client (Mem0, A-Mem, graphiti, Letta) point that
+    client at ``api_base`` with ``api_key`` and route its calls through ``meter`` and ``cache``.
+    """
+
+    timeout_s: float
+    meter: UsageRecorder
+    cache: ResponseStore | None
+
+    @property
+    def api_base(self) -> str: ...
+
+    @property
+    def api_key(self) -> str: ...

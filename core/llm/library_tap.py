@@ -20,8 +20,9 @@ import logging
 import time
 from typing import Any
 
-from mosaic.llm import ChatResult, ResponseCache, UsageMeter
-from mosaic.protocol import LLMUsage
+from core.api import ChatResult, LLMUsage, ResponseStore, ServedLLM, UsageRecorder
+from core.llm.cache import request_key
+from core.llm.meter import UsageMeter
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +33,7 @@ class LibraryLLMTap:
     def __init__(
         self,
         library: str,
-        harness_llm: Any,
+        harness_llm: ServedLLM,
         purpose: str,
         temperature: float | None = 0.0,
         seed: int | None = 0,
@@ -45,11 +46,11 @@ class LibraryLLMTap:
         self.seed = seed
         self.max_tokens = max_tokens  # a default cap, for libraries that send none (A-Mem)
         self.meter = UsageMeter()
-        self._harness_meter: UsageMeter | None = getattr(harness_llm, "meter", None)
-        self._cache: ResponseCache | None = getattr(harness_llm, "cache", None)
+        self._harness_meter: UsageRecorder = harness_llm.meter
+        self._cache: ResponseStore | None = harness_llm.cache
         # the harness's own patience, not the openai client's 600 s: on a slow CPU server Mem0's first
         # ~8.4k-token prompt can take longer, and the client's retry would start it again from scratch
-        self.timeout_s: float | None = timeout_s or getattr(harness_llm, "timeout_s", None)
+        self.timeout_s: float | None = timeout_s or harness_llm.timeout_s
         self.last_text = ""  # the latest response text, for adapters that check the library's parsing
 
     @property
@@ -78,7 +79,7 @@ class LibraryLLMTap:
             request.setdefault("seed", self.seed)
         if self.max_tokens is not None and "max_tokens" not in request and "max_completion_tokens" not in request:
             request["max_tokens"] = self.max_tokens
-        key = ResponseCache.key({"library": self.library, **request}) if self._cache else None
+        key = request_key({"library": self.library, **request}) if self._cache else None
         hit = self._cache.get(key) if self._cache and key else None
         if hit is not None:
             response = ChatCompletion.model_validate(hit)
@@ -102,6 +103,5 @@ class LibraryLLMTap:
         )
         self.last_text = result.text
         self.meter.record(self.purpose, result)
-        if self._harness_meter is not None:
-            self._harness_meter.record(self.purpose, result)
+        self._harness_meter.record(self.purpose, result)
         return response

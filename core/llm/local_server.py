@@ -1,0 +1,117 @@
+"""xllamacpp's in-process OpenAI-compatible llama.cpp server, started and stopped by the harness."""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+from pathlib import Path
+from typing import Any
+
+from core.llm.client import OpenAICompatClient
+
+log = logging.getLogger(__name__)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def default_model_name(model: str) -> str:
+    """The id a local model is served (and cached) under: the known name, or the file's name."""
+    return Path(model).name.removesuffix(".gguf") if model.endswith(".gguf") else model
+
+
+# llama.cpp's flash-attention switch (its enum: -1 auto, 0 off, 1 on). On this 2-core CPU "auto" turns it
+# on; off generates faster deep in a long context and reads prompts slower (Mem0's adds: docs/baselines.md).
+FLASH_ATTN_MODES = {"auto": -1, "off": 0, "on": 1}
+
+
+class LocalLLM(OpenAICompatClient):
+    """xllamacpp's in-process OpenAI-compatible server on 127.0.0.1, started on first use.
+
+    It speaks the same HTTP API as vLLM, so everything downstream exercises the vLLM path.
+    """
+
+    _lock = threading.Lock()
+
+    def __init__(
+        self,
+        model: str,
+        model_name: str | None = None,
+        hub_filename: str | None = None,
+        context_tokens: int = 16384,
+        threads: int | None = None,
+        parallel: int = 1,
+        cache_path: str | None = None,
+        timeout_s: float = 600.0,
+        max_retries: int = 3,
+        extra_body: dict[str, Any] | None = None,
+        verbosity: int = 1,
+        flash_attn: str | bool = "auto",
+    ) -> None:
+        if isinstance(flash_attn, bool):  # YAML 1.1 readers turn a bare on/off into a bool
+            flash_attn = "on" if flash_attn else "off"
+        if flash_attn not in FLASH_ATTN_MODES:
+            raise ValueError(f"llm.flash_attn={flash_attn!r}: use one of {sorted(FLASH_ATTN_MODES)}")
+        super().__init__(
+            base_url="",
+            model=model_name or default_model_name(model),
+            cache_path=cache_path,
+            timeout_s=timeout_s,
+            max_retries=max_retries,
+            extra_body=extra_body,
+            context_tokens=context_tokens,
+        )
+        self.model_spec = model
+        self.hub_filename = hub_filename
+        self.threads = threads or os.cpu_count() or 2
+        self.parallel = parallel
+        self.verbosity = verbosity  # llama.cpp log level: 1 keeps warnings/errors, 3 logs every slot event
+        self.flash_attn = flash_attn
+        self._server: Any = None
+
+    @property
+    def base_url(self) -> str:
+        if self._server is None:
+            self.start()
+        return self._base_url
+
+    def start(self) -> None:
+        with self._lock:
+            if self._server is not None:
+                return
+            import xllamacpp
+
+            from core.model_files import resolve_model
+
+            path = resolve_model(self.model_spec, hub_filename=self.hub_filename)
+            params = xllamacpp.CommonParams()
+            params.model.path = str(path)
+            params.model_alias = self._model or path.stem
+            params.n_ctx = int(self.context_tokens or 8192) * self.parallel
+            params.n_parallel = self.parallel
+            # Keep each slot's KV cache in place when it goes idle, so the next request that shares its
+            # prefix (the same few-shot block, Mem0's ~8k-token system prompt) picks that slot by
+            # similarity and reuses it. llama.cpp's default moves idle slots to a host-RAM prompt cache
+            # instead: a restore of ~3 s per request at 7.7k tokens (0.5B model, /tmp test), and in one
+            # Mem0 run two consecutive adds sharing a 7.9k-token prefix got no reuse (cause not found).
+            params.cache_idle_slots = False
+            params.flash_attn_type = FLASH_ATTN_MODES[self.flash_attn]
+            params.cpuparams.n_threads = self.threads
+            params.cpuparams_batch.n_threads = self.threads
+            params.hostnames = ["127.0.0.1"]
+            params.port = free_port()
+            params.embedding = False
+            params.verbosity = self.verbosity
+            log.info("starting local LLM %s on 127.0.0.1:%d", path.name, params.port)
+            self._server = xllamacpp.Server(params)
+            self._base_url = str(self._server.listening_address).rstrip("/")
+
+    def close(self) -> None:
+        super().close()
+        with self._lock:
+            self._server = None  # the server stops when its object is collected
