@@ -1,0 +1,133 @@
+"""Lifecycle of local server processes the harness starts itself (FalkorDB, Letta, helper endpoints).
+
+A ``ManagedProcess`` starts a command in its own process group, waits until a health check
+passes, and stops the whole group on ``stop()``, on interpreter exit and when its owner is
+garbage-collected, so no server outlives the run (normal exit, error or Ctrl-C). Its output goes
+to a log file whose path every error names.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import signal
+import subprocess
+import time
+import weakref
+from pathlib import Path
+from typing import Callable
+
+log = logging.getLogger(__name__)
+
+
+class ServerStartError(RuntimeError):
+    """A managed server did not come up; the message names its command, log file and the fix."""
+
+
+def _stop_group(proc: subprocess.Popen, name: str, grace_s: float) -> None:
+    if proc.poll() is not None:
+        return
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=grace_s)
+    except (ProcessLookupError, PermissionError):
+        return
+    except subprocess.TimeoutExpired:
+        log.warning("%s did not stop within %.0f s; killing it", name, grace_s)
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            return
+        proc.wait(timeout=grace_s)
+
+
+class ManagedProcess:
+    """One server process: ``start()`` runs it and waits for ``healthy()``; ``stop()`` ends its process group."""
+
+    def __init__(
+        self,
+        name: str,
+        command: list[str],
+        healthy: Callable[[], bool],
+        log_path: str | Path,
+        env: dict[str, str] | None = None,
+        cwd: str | Path | None = None,
+        start_timeout_s: float = 120.0,
+        stop_grace_s: float = 10.0,
+    ) -> None:
+        self.name = name
+        self.command = command
+        self.healthy = healthy
+        self.log_path = Path(log_path)
+        self.env = env
+        self.cwd = cwd
+        self.start_timeout_s = start_timeout_s
+        self.stop_grace_s = stop_grace_s
+        self.proc: subprocess.Popen | None = None
+        self._finalizer: weakref.finalize | None = None
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def start(self) -> None:
+        if self.running:
+            return
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        handle = self.log_path.open("ab")
+        log.info("starting %s: %s (log: %s)", self.name, " ".join(self.command), self.log_path)
+        try:
+            self.proc = subprocess.Popen(
+                self.command,
+                stdout=handle,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, **(self.env or {})},
+                cwd=self.cwd,
+                start_new_session=True,  # its own process group, so stop() reaches its children too
+            )
+        except OSError as err:
+            raise ServerStartError(f"{self.name}: cannot run {self.command[0]!r} ({err}); is it installed? (scripts/setup.sh)") from err
+        finally:
+            handle.close()
+        self._finalizer = weakref.finalize(self, _stop_group, self.proc, self.name, self.stop_grace_s)
+        atexit.register(self._finalizer)
+        deadline = time.monotonic() + self.start_timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise ServerStartError(
+                    f"{self.name} exited with code {self.proc.returncode} while starting; see {self.log_path}: "
+                    f"{self._log_tail()}"
+                )
+            try:
+                if self.healthy():
+                    log.info("%s is up (pid %d)", self.name, self.proc.pid)
+                    return
+            except Exception:  # noqa: BLE001 - a refused connection is the normal "not yet"
+                pass
+            time.sleep(0.5)
+        self.stop()
+        raise ServerStartError(
+            f"{self.name} did not answer its health check within {self.start_timeout_s:.0f} s; see {self.log_path}: "
+            f"{self._log_tail()}"
+        )
+
+    def stop(self) -> None:
+        if self._finalizer is not None:
+            self._finalizer()  # runs _stop_group once; later calls are no-ops
+            atexit.unregister(self._finalizer)
+            self._finalizer = None
+        self.proc = None
+
+    def _log_tail(self, lines: int = 8) -> str:
+        try:
+            return " | ".join(self.log_path.read_text(errors="replace").strip().splitlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+    def __enter__(self) -> "ManagedProcess":
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

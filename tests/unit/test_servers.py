@@ -1,0 +1,60 @@
+"""core.servers.ManagedProcess: health wait, failure messages naming the log, no process left behind."""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+from pathlib import Path
+
+import pytest
+
+from core.llm import free_port
+from core.servers import ManagedProcess, ServerStartError
+
+
+def _port_open(port: int) -> bool:
+    with socket.socket() as sock:
+        sock.settimeout(0.2)
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_starts_waits_for_health_and_stops_the_whole_group(tmp_path: Path):
+    port = free_port()
+    # a parent shell that starts the real server as a child: stop() must end the child too
+    child = f"{sys.executable} -m http.server {port} --bind 127.0.0.1"
+    server = ManagedProcess("http", ["sh", "-c", f"{child} & wait"], lambda: _port_open(port), tmp_path / "http.log")
+    with server:
+        assert _port_open(port)
+        pid = server.proc.pid
+    assert not _alive(pid)
+    assert not _port_open(port)
+
+
+def test_a_server_that_exits_names_its_log(tmp_path: Path):
+    server = ManagedProcess("broken", [sys.executable, "-c", "print('boom: bad flag'); raise SystemExit(3)"],
+                            lambda: False, tmp_path / "broken.log", start_timeout_s=10)  # fmt: skip
+    with pytest.raises(ServerStartError, match=r"exited with code 3.*broken\.log.*boom: bad flag"):
+        server.start()
+
+
+def test_a_server_that_never_answers_is_stopped_and_reported(tmp_path: Path):
+    server = ManagedProcess("silent", [sys.executable, "-c", "import time; time.sleep(60)"], lambda: False,
+                            tmp_path / "silent.log", start_timeout_s=1.5)  # fmt: skip
+    with pytest.raises(ServerStartError, match="did not answer its health check"):
+        server.start()
+    assert server.proc is None
+
+
+def test_a_missing_program_says_how_to_install(tmp_path: Path):
+    server = ManagedProcess("ghost", ["/nonexistent/ghost-server"], lambda: True, tmp_path / "ghost.log")
+    with pytest.raises(ServerStartError, match="cannot run.*setup.sh"):
+        server.start()
