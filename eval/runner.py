@@ -22,6 +22,7 @@ import numpy as np
 from hydra.utils import get_class, instantiate
 from omegaconf import DictConfig, OmegaConf
 
+from core.config_check import check_config
 from eval.context import RunContext
 from eval.tables import to_markdown
 
@@ -120,6 +121,7 @@ def build_system(cfg: DictConfig, llm: Any, embedder: Any, run_dir: Path) -> Any
     workdir.mkdir(parents=True, exist_ok=True)
     system_cfg = OmegaConf.to_container(cfg.system, resolve=True)
     assert isinstance(system_cfg, dict)
+    check_config(system_cfg, "system")  # unknown or ill-typed keys fail here, naming the key, before any work
     return instantiate(system_cfg, llm=llm, embedder=embedder, workdir=str(workdir), _convert_="all")
 
 

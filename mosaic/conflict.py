@@ -6,16 +6,19 @@ So the check is a pipeline that narrows before it asks, and asks in a calibrated
 
 1. Candidates: the ``k`` nearest active entities by embedding, plus their graph neighbours
    (G_P and G_A), so that a logical clash that needs two held facts has both in view.
-2. Like with like, numbers in Python: quantities with units are parsed from both texts; the held
-   entity that says the most nearly the same thing once numbers are masked is the one the new
-   entity is about; if its numbers of the same unit family differ beyond tolerance, that is a
-   numeric conflict, decided without the LLM.
+2. Like with like, numbers in Python: quantities with units are parsed from both texts
+   (mosaic.values); the held entity that says the most nearly the same thing once numbers are
+   masked is the one the new entity is about; if its numbers of the same unit family differ
+   beyond tolerance, that is a numeric conflict, decided without the LLM.
 3. The LLM sees a short numbered list of the closest candidates (with a fixed few-shot prefix, so
    llama.cpp's prompt cache covers most of the prompt) and answers with the number of the fact the
    new statement contradicts, or 0. Only the first token is generated; the score is
    1 - p("0") from its log-probabilities, compared with a threshold tuned on a dev suite.
 4. Resolution policy: newer and at least as authoritative evidence updates the old entity;
    clearly stronger held evidence rejects the new one; anything else flags both for review.
+5. Belief decisions: a held value of the same single-valued slot that the gate's committed
+   belief abandoned is a conflict too (``belief_decisions``), resolved by the same policy.
+Every conflict decision of MOSAIC is made in this module.
 """
 
 from __future__ import annotations
@@ -27,8 +30,10 @@ from typing import Any, Literal, Protocol
 
 import numpy as np
 
-from mosaic.entity import Entity, resolve_by_evidence
 from core.llm import LLMClient
+from mosaic.entity import Entity, resolve_by_evidence
+from mosaic.graph import ACTIVE_STATUSES
+from mosaic.values import mask_numbers, number_in, numeric_clash, quantities, same_slot, values_match
 
 Verdict = Literal["update", "reject", "flag"]
 Kind = Literal["numeric", "semantic", "logical", "unknown"]
@@ -57,88 +62,6 @@ class CandidateGraph(Protocol):
     def vector(self, entity_id: str) -> np.ndarray: ...
 
     def embed(self, text: str) -> np.ndarray: ...
-
-
-# ----------------------------------------------------------------------------- numbers
-_WORD_NUMBERS = {
-    "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
-    "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "twenty": 20, "thirty": 30,
-}  # fmt: skip
-# unit -> (family, factor to the family's base unit)
-_UNITS: dict[str, tuple[str, float]] = {
-    "%": ("percent", 1.0), "percent": ("percent", 1.0),
-    "mmhg": ("mmHg", 1.0), "mmol/l": ("mmol/L", 1.0), "mg/dl": ("mg/dL", 1.0),
-    "mg": ("mass", 1e-3), "g": ("mass", 1.0), "kg": ("mass", 1e3), "ml": ("volume", 1.0), "l": ("volume", 1e3),
-    "unit": ("units", 1.0), "units": ("units", 1.0),
-    "minute": ("time", 1 / 1440), "minutes": ("time", 1 / 1440), "hour": ("time", 1 / 24), "hours": ("time", 1 / 24),
-    "day": ("time", 1.0), "days": ("time", 1.0), "week": ("time", 7.0), "weeks": ("time", 7.0),
-    "month": ("time", 30.0), "months": ("time", 30.0), "year": ("time", 365.0), "years": ("time", 365.0),
-    "dollar": ("money", 1.0), "dollars": ("money", 1.0), "$": ("money", 1.0), "euro": ("money", 1.0), "euros": ("money", 1.0),
-    "times": ("times", 1.0), "drinks": ("drinks", 1.0), "lines": ("count", 1.0),
-}  # fmt: skip
-_UNIT_RE = "|".join(sorted((re.escape(u) for u in _UNITS if u != "$"), key=len, reverse=True))
-_NUMBER_RE = re.compile(
-    r"(?P<dollar>\$\s*)?(?<![\w.])(?P<a>\d{1,3}(?:,\d{3})+|\d+(?:\.\d+)?)(?:\s*/\s*(?P<b>\d+(?:\.\d+)?))?"
-    rf"(?:[\s-]*(?P<unit>{_UNIT_RE})(?![a-z]))?",
-    re.IGNORECASE,
-)
-_WORD_RE = re.compile(rf"\b({'|'.join(_WORD_NUMBERS)})(?=[\s-]+(?:{_UNIT_RE})\b)", re.IGNORECASE)
-
-
-@dataclass(frozen=True)
-class Quantity:
-    """A number (or a systolic/diastolic style pair) with its unit family, in the family's base unit."""
-
-    family: str
-    values: tuple[float, ...]
-    span: tuple[int, int]
-
-
-def _normalise_words(text: str) -> str:
-    return _WORD_RE.sub(lambda m: str(_WORD_NUMBERS[m.group(1).lower()]), text)
-
-
-def quantities(text: str) -> list[Quantity]:
-    """Numbers with units found in ``text`` ("150/95 mmHg", "2.5 mg", "three months", "$1,650")."""
-    found: list[Quantity] = []
-    for match in _NUMBER_RE.finditer(_normalise_words(text)):
-        unit = (match.group("unit") or "").lower()
-        if not unit and match.group("dollar"):
-            unit = "$"
-        family, factor = _UNITS.get(unit, ("count", 1.0))
-        if unit == "" and match.group("b"):
-            family = "pair"
-        values = [float(match.group("a").replace(",", ""))]
-        if match.group("b"):
-            values.append(float(match.group("b")))
-        if family == "count" and not match.group("b") and re.fullmatch(r"(19|20)\d\d", match.group("a")):
-            family = "year-date"
-        found.append(Quantity(family, tuple(v * factor for v in values), match.span()))
-    return found
-
-
-def mask_numbers(text: str) -> str:
-    """The text with every quantity replaced by one placeholder (to compare what is said, not how much)."""
-    return _NUMBER_RE.sub("#", _normalise_words(text))
-
-
-def numeric_clash(new_text: str, old_text: str, rel_tol: float = 0.02) -> str | None:
-    """Why ``new_text``'s numbers disagree with ``old_text``'s in a shared unit family, or None.
-
-    A value agrees when it equals any held value of its family (so "up to 10 mg" agrees with
-    "start at 5 mg, at most 10 mg"); families the two texts do not share are not compared.
-    """
-    new_q, old_q = quantities(new_text), quantities(old_text)
-    shown_text = _normalise_words(new_text)
-    for q in new_q:
-        held = [o for o in old_q if o.family == q.family and len(o.values) == len(q.values)]
-        if not held:
-            continue
-        if not any(all(math.isclose(a, b, rel_tol=rel_tol, abs_tol=1e-9) for a, b in zip(q.values, o.values)) for o in held):
-            span = shown_text[q.span[0] : q.span[1]]
-            shown = ", ".join("/".join(f"{v:g}" for v in o.values) for o in held)
-            return f"{span.strip()} ({q.family}) does not match the held value(s) {shown}"
-    return None
 
 
 # ----------------------------------------------------------------------------- prompt
@@ -267,12 +190,16 @@ class ConflictDetector:
     ``threshold`` on the LLM's 1 - p(0), ``explain`` (one extra short call for a reason on hits; off by
     default: on the 1.5B model it mostly answered "The facts contradict each other.", at ~4 s a hit),
     ``reject_margin`` (how much more confident held evidence must be to reject the newcomer),
-    ``duplicate_similarity`` (cosine at which the nearest held fact counts as a restatement: no LLM call).
+    ``duplicate_similarity`` (cosine at which the nearest held fact counts as a restatement: no LLM call),
+    ``numeric_tolerance`` (relative difference under which two numbers of one unit family agree),
+    ``enabled`` (false: the memory runs without save-time checks), ``use_belief`` (also resolve held
+    values of a slot that the gate's committed belief abandoned).
     """
 
     def __init__(
         self,
         llm: LLMClient,
+        enabled: bool = True,
         k: int = 5,
         mode: Literal["nli", "pick"] = "nli",
         n_facts: int = 6,
@@ -286,11 +213,18 @@ class ConflictDetector:
         top_logprobs: int = 10,
         max_explain_tokens: int = 40,
         duplicate_similarity: float = 0.95,
+        numeric_tolerance: float = 0.02,
+        use_belief: bool = True,
     ) -> None:
         self.llm = llm
+        self.enabled = bool(enabled)
         self.k = int(k)
         if mode not in ("nli", "pick"):
             raise ValueError(f"conflict.mode must be 'nli' or 'pick', got {mode!r}")
+        if self.k < 1:
+            raise ValueError(f"conflict.k={k} must be >= 1 (to run without conflict checks set conflict.enabled=false)")
+        if int(n_facts) < 1:
+            raise ValueError(f"conflict.n_facts={n_facts} must be >= 1 (facts shown to the LLM per check)")
         self.mode = mode
         self.n_facts = int(n_facts)
         self.min_similarity = float(min_similarity)
@@ -303,6 +237,8 @@ class ConflictDetector:
         self.top_logprobs = int(top_logprobs)
         self.max_explain_tokens = int(max_explain_tokens)
         self.duplicate_similarity = float(duplicate_similarity)
+        self.numeric_tolerance = float(numeric_tolerance)
+        self.use_belief = bool(use_belief)
         self.last_trace: dict[str, Any] = {}  # what the last check saw and scored (for miss analysis)
         self.stats: dict[str, int] = {"checks": 0, "no_candidates": 0, "numeric_hits": 0, "llm_calls": 0, "llm_hits": 0,
                                       "update": 0, "reject": 0, "flag": 0}  # fmt: skip
@@ -340,13 +276,13 @@ class ConflictDetector:
         masked = graph_embedder_encode(graph, [mask_numbers(new.text)] + [mask_numbers(e.text) for e in comparable])
         sims = masked[1:] @ masked[0]
         best = int(np.argmax(sims))
-        same_slot = [i for i, e in enumerate(comparable) if _same_slot(new, e)]
-        if same_slot:  # extraction named the same subject and attribute: that is like with like
-            best = max(same_slot, key=lambda i: sims[i])
+        slot_peers = [i for i, e in enumerate(comparable) if same_slot(new, e)]
+        if slot_peers:  # extraction named the same subject and attribute: that is like with like
+            best = max(slot_peers, key=lambda i: sims[i])
         self.last_trace["numeric_best"] = {"old_id": comparable[best].entity_id, "masked_similarity": float(sims[best])}
-        if sims[best] < self.numeric_similarity and not same_slot:
+        if sims[best] < self.numeric_similarity and not slot_peers:
             return None
-        why = numeric_clash(new.text, comparable[best].text)
+        why = numeric_clash(new.text, comparable[best].text, rel_tol=self.numeric_tolerance)
         return (comparable[best], why, float(max(sims[best], self.numeric_similarity))) if why else None
 
     # -- LLM -------------------------------------------------------------------------
@@ -378,6 +314,30 @@ class ConflictDetector:
         consistency with held values, which every correction lacks by definition.
         """
         return resolve_by_evidence(new, old, self.reject_margin)  # type: ignore[return-value]
+
+    def belief_decisions(self, new: Entity, competing: list[Entity], covered: set[str]) -> list[ConflictDecision]:
+        """Conflicts the gate's belief update already proves: a held value of the same single-valued
+        slot (``competing``, as the gate found them) that the committed belief no longer favours.
+        ``check`` may miss these (e.g. number words), but keeping both values active would contradict
+        the belief just committed. Held entities in ``covered`` were already decided by ``check``.
+
+        The verdict is ``resolve``'s, judged on evidence strength rather than rho: rho includes
+        consistency, which is low for *every* contradicting newcomer by construction.
+        """
+        if not self.use_belief:
+            return []
+        winner = max(new.belief, key=new.belief.get) if new.belief else None
+        if winner is None or not values_match(winner, new.value or new.text):
+            return []
+        out: list[ConflictDecision] = []
+        for old in competing:
+            if old.entity_id in covered or old.status not in ACTIVE_STATUSES or values_match(old.value, new.value):
+                continue
+            numeric = number_in(old.value) is not None and number_in(new.value) is not None
+            p = float(new.belief.get(winner, 0.0))
+            reason = f"belief over '{new.subject} / {new.attribute}' moved from '{old.value}' to '{new.value}' (p={p:.2f})"
+            out.append(ConflictDecision(new.entity_id, old.entity_id, self.resolve(new, old), "numeric" if numeric else "semantic", reason, p))
+        return out
 
     # -- the check -------------------------------------------------------------------
     def check(self, new: Entity, graph: CandidateGraph) -> list[ConflictDecision]:
@@ -433,13 +393,6 @@ class ConflictDetector:
 
 def _normalise_text(text: str) -> str:
     return " ".join(re.sub(r"[^\w/.%$]+", " ", text.lower()).split())
-
-
-def _same_slot(a: Entity, b: Entity) -> bool:
-    """Both entities carry the same (subject, attribute) pair, as named by extraction."""
-    if not (a.subject and a.attribute and b.subject and b.attribute):
-        return False
-    return (a.subject.strip().lower(), a.attribute.strip().lower()) == (b.subject.strip().lower(), b.attribute.strip().lower())
 
 
 def graph_embedder_encode(graph: Any, texts: list[str]) -> np.ndarray:

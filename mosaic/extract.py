@@ -21,9 +21,10 @@ from typing import Any
 from dateutil import parser as date_parser
 from dateutil.relativedelta import relativedelta
 
-from mosaic.entity import Entity
-from core.llm import LLMClient, LLMError, LLMOutputError
 from core.api import Turn
+from core.llm import LLMClient, LLMError, LLMOutputError
+from mosaic.entity import Entity
+from mosaic.values import count_pattern, count_word
 
 log = logging.getLogger(__name__)
 
@@ -81,8 +82,7 @@ def extraction_schema(max_entities: int) -> dict[str, Any]:
 
 # -- dates -----------------------------------------------------------------------------
 _WEEKDAYS = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
-_COUNT_WORDS = {"a": 1, "an": 1, "one": 1, "two": 2, "couple": 2, "couple of": 2, "three": 3, "few": 3, "a few": 3,
-                "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9, "ten": 10, "several": 3}
+_COUNT = count_pattern(vague=True)  # "3", "three", "a few", "a couple of" (mosaic.values)
 _UNITS = {"day": "days", "week": "weeks", "month": "months", "year": "years"}
 _SAME_DAY = ("today", "tonight", "this morning", "this afternoon", "this evening", "right now", "now", "currently")
 
@@ -122,13 +122,6 @@ def _year(d: date) -> ResolvedTime:
     return ResolvedTime(f"{d:%Y}", f"in {d:%Y}")
 
 
-def _count(word: str) -> int | None:
-    word = word.strip().lower()
-    if word.isdigit():
-        return int(word)
-    return _COUNT_WORDS.get(word)
-
-
 def resolve_time(expression: str, session: datetime | None) -> ResolvedTime | None:
     """Turn a time phrase into an absolute time relative to the session date; None if it cannot.
 
@@ -149,14 +142,14 @@ def resolve_time(expression: str, session: datetime | None) -> ResolvedTime | No
             return _day(today - timedelta(days=2))
         if phrase == "tomorrow":
             return _day(today + timedelta(days=1))
-        m = re.fullmatch(r"(?:about |around )?(\d+|an?|one|two|three|four|five|six|seven|eight|nine|ten|few|a few|couple(?: of)?|several) (day|week|month|year)s? ago", phrase)
-        if m and _count(m.group(1)) is not None:
-            n, unit = _count(m.group(1)), m.group(2)
+        m = re.fullmatch(rf"(?:about |around )?({_COUNT}) (day|week|month|year)s? ago", phrase)
+        if m and count_word(m.group(1), vague=True) is not None:
+            n, unit = count_word(m.group(1), vague=True), m.group(2)
             when = today - relativedelta(**{_UNITS[unit]: n})
             return {"day": _day, "week": _week, "month": _month, "year": _year}[unit](when)
-        m = re.fullmatch(r"in (\d+|an?|one|two|three|four|five|six|seven|eight|nine|ten|a few|few|couple(?: of)?) (day|week|month|year)s?", phrase)
-        if m and _count(m.group(1)) is not None:
-            n, unit = _count(m.group(1)), m.group(2)
+        m = re.fullmatch(rf"in ({_COUNT}) (day|week|month|year)s?", phrase)
+        if m and count_word(m.group(1), vague=True) is not None:
+            n, unit = count_word(m.group(1), vague=True), m.group(2)
             when = today + relativedelta(**{_UNITS[unit]: n})
             return {"day": _day, "week": _week, "month": _month, "year": _year}[unit](when)
         m = re.fullmatch(r"(last|this|next|past) (week|weekend|month|year)", phrase)
@@ -231,12 +224,14 @@ class EntityExtractor:
         max_tokens: int = 256,
         context_chars: int = 0,
         max_fact_chars: int = 300,
+        copy_margin: float = 0.5,
     ) -> None:
         self.llm = llm
         self.max_entities = int(max_entities)
         self.max_tokens = int(max_tokens)
         self.context_chars = int(context_chars)
         self.max_fact_chars = int(max_fact_chars)
+        self.copy_margin = float(copy_margin)  # see copied_from_previous
         self.system_prompt = SYSTEM_PROMPT.format(max_entities=self.max_entities)
         self.schema = extraction_schema(self.max_entities)
         self.stats: dict[str, int] = {
@@ -285,7 +280,7 @@ class EntityExtractor:
             if len(text) < 3:
                 self.stats["dropped_empty"] += 1
                 continue
-            if previous is not None and copied_from_previous(text, turn.text, previous.text):
+            if previous is not None and copied_from_previous(text, turn.text, previous.text, self.copy_margin):
                 # the previous message is shown for context ("yes, I did"); a fact that restates it
                 # belongs to that turn (which has its own extraction), not to this one
                 self.stats["dropped_from_previous"] += 1

@@ -5,7 +5,8 @@ and specificity) reaches ``rho_min`` and its belief over candidate values is set
 (Shannon entropy <= ``delta`` bits). Otherwise it waits in an inspectable clarification queue
 with a targeted question, instead of silently entering memory.
 
-Beliefs live on a *slot* (subject + attribute): the candidates are the values held for that
+Beliefs live on a *slot* (subject + attribute; mosaic.values decides what counts as the same
+slot and the same value): the candidates are the values held for that
 slot plus the new value. The update is Bayes' rule b(t+1)(v) ∝ b(t)(v) · L(v), where the
 likelihood L mixes a rule-based match (does v equal the new value?) with an LLM assessment
 (purpose="belief"). The LLM is asked only when there really are competing values.
@@ -15,60 +16,14 @@ from __future__ import annotations
 
 import logging
 import math
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from mosaic.entity import Entity, evidence_strength
 from core.llm import LLMClient, LLMError, LLMOutputError
+from mosaic.entity import Entity, evidence_strength
+from mosaic.values import same_slot, values_match
 
 log = logging.getLogger(__name__)
-
-_NUMBER_WORDS = {
-    "zero": 0, "no": 0, "none": 0, "one": 1, "a": 1, "an": 1, "single": 1, "two": 2, "both": 2, "couple": 2,
-    "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9, "ten": 10,
-    "eleven": 11, "twelve": 12, "twenty": 20, "thirty": 30, "forty": 40, "fifty": 50, "hundred": 100,
-}
-
-
-def normalise(text: str) -> str:
-    """Lower-case, alphanumerics only, single spaces: the form values and slot names are compared in."""
-    return " ".join(re.sub(r"[^0-9a-z]+", " ", str(text).lower()).split())
-
-
-def number_in(text: str) -> float | None:
-    """The first number in ``text``, digits or a small number word; None when there is none."""
-    norm = normalise(text)
-    match = re.search(r"\d+(?:\.\d+)?", str(text).replace(",", ""))
-    if match:
-        return float(match.group())
-    for word in norm.split():
-        if word in _NUMBER_WORDS and word not in ("a", "an", "no"):
-            return float(_NUMBER_WORDS[word])
-    return None
-
-
-def values_match(a: str, b: str) -> bool:
-    """Rule-based value match: numbers compare as numbers, text by normalised equality or containment."""
-    na, nb = normalise(a), normalise(b)
-    if not na or not nb:
-        return False
-    num_a, num_b = number_in(a), number_in(b)
-    if num_a is not None and num_b is not None:
-        return num_a == num_b
-    return na == nb or (len(min(na, nb, key=len)) >= 4 and (na in nb or nb in na))
-
-
-def same_slot(a: Entity, b: Entity) -> bool:
-    """Whether two entities speak about the same subject and attribute (so their values compete)."""
-    if not a.attribute or not b.attribute:
-        return False
-    sa, sb = normalise(a.subject), normalise(b.subject)
-    aa, ab = normalise(a.attribute), normalise(b.attribute)
-    subject_ok = bool(sa) and (sa == sb or sa in sb.split() or sb in sa.split())
-    attribute_ok = aa == ab or (min(len(aa), len(ab)) >= 3 and (aa in ab or ab in aa))
-    return subject_ok and attribute_ok
-
 
 def confidence(directness: float, consistency: float, specificity: float, weights: tuple[float, float, float]) -> float:
     """rho: the weighted mean of the three factors, each in [0, 1]."""

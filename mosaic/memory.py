@@ -7,108 +7,48 @@ the new entity is dropped; flag: both are marked for review) -> graph, communiti
 scores (NCS), persistent store. Read path: retriever over the graph, re-ranked with the
 node score. Every LLM call is counted per turn and by purpose (extraction, belief, conflict).
 
-Components owned by other modules (conflict detector, communities, scorer, retriever) are
-imported when first needed, so a missing one fails with an error that says which switch
-avoids it; tests can hand in doubles through ``parts``.
+The parts are built from conf/system/mosaic.yaml: each block is a Hydra ``_target_`` with
+``_partial_: true``, so the memory receives constructors and calls them with the LLM or
+embedder, once per namespace for the per-namespace parts (graph, communities, scorer,
+retriever, conflict detector). Every block is checked against its constructor and every part
+is built once at construction, so a wrong key or value fails before any ingest.
 """
 
 from __future__ import annotations
 
 import copy
 import dataclasses
-import importlib
+import functools
 import logging
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, Literal
 
-from core.embed import Embedder
-from mosaic.entity import Entity, resolve_by_evidence
-from mosaic.extract import EntityExtractor
-from mosaic.gate import ClarificationItem, ConfidenceGate, number_in, values_match
-from mosaic.graph import ACTIVE_STATUSES, MemoryGraph
-from core.llm import LLMClient, usage_since
 from core.api import AddReport, ConflictEvent, LLMUsage, Retrieved, StoredItem, Turn
+from core.config_check import ConfigKeyError, check_kwargs
+from core.embed import Embedder
+from core.llm import LLMClient, usage_since
+from mosaic.communities import Communities
+from mosaic.conflict import ConflictDecision, ConflictDetector
+from mosaic.entity import Entity
+from mosaic.extract import EntityExtractor
+from mosaic.gate import ClarificationItem, ConfidenceGate
+from mosaic.graph import ACTIVE_STATUSES, MemoryGraph
+from mosaic.retrieval import Retriever
+from mosaic.scoring import NodeScorer
 from mosaic.store import MemoryStore, file_safe_name
 
 log = logging.getLogger(__name__)
 
 
-# -- seams to components owned elsewhere ------------------------------------------------
-class ConflictChecker(Protocol):
-    def check(self, new: Entity, graph: MemoryGraph) -> list[Any]:
-        """Decisions with new_id, old_id, verdict, conflict_type, reason, score."""
-
-
-class CommunityIndex(Protocol):
-    def update(self, graph: MemoryGraph, changed: set[str]) -> None: ...
-
-
-class Scorer(Protocol):
-    def on_write(self, graph: MemoryGraph, communities: Any, changed: set[str]) -> None: ...
-
-    def score(self, entity_id: str) -> float: ...
-
-    def set_previous_query_entities(self, ids: list[str]) -> None: ...
-
-
-class SearchIndex(Protocol):
-    def rebuild(self, graph: MemoryGraph, communities: Any) -> None: ...
-
-    def search(self, query_vector: Any, query_text: str, k: int) -> list[tuple[str, float]]: ...
-
-
-@dataclass
-class MosaicParts:
-    """Factories for the components built per namespace; None means 'the real class from config'."""
-
-    detector: Callable[[], ConflictChecker] | None = None
-    communities: Callable[[], CommunityIndex] | None = None
-    scorer: Callable[[], Scorer] | None = None
-    retriever: Callable[[], SearchIndex] | None = None
-
-
-def _load_class(module: str, name: str, switch: str) -> type:
-    try:
-        return getattr(importlib.import_module(module), name)
-    except (ImportError, AttributeError) as err:
-        raise ImportError(f"MOSAIC needs {module}.{name}, which is not available ({err}); {switch}") from err
-
-
-def _plain(block: Any) -> dict[str, Any]:
-    """A config block (dict or OmegaConf DictConfig) as a plain, mutable dict."""
-    if block is None:
-        return {}
-    try:
-        from omegaconf import DictConfig, OmegaConf
-
-        if isinstance(block, DictConfig):
-            return dict(OmegaConf.to_container(block, resolve=True))  # type: ignore[arg-type]
-    except ImportError:
-        pass
-    return copy.deepcopy(dict(block))
-
-
-@dataclass
-class SlotDecision:
-    """A conflict decision made by the write path itself from the gate's belief (same fields as ConflictDecision)."""
-
-    new_id: str
-    old_id: str
-    verdict: str
-    conflict_type: str
-    reason: str
-    score: float
-
-
 @dataclass
 class _Namespace:
     graph: MemoryGraph
-    communities: Any
-    scorer: Any
-    retriever: Any
-    detector: ConflictChecker | None = None
+    communities: Communities
+    scorer: NodeScorer
+    retriever: Retriever
+    detector: ConflictDetector | None = None  # None when conflict.enabled is false
     queue: list[ClarificationItem] = field(default_factory=list)
     rejected: list[dict[str, Any]] = field(default_factory=list)  # dropped newcomers, kept for audit only
     cost_log: list[dict[str, Any]] = field(default_factory=list)
@@ -116,15 +56,29 @@ class _Namespace:
     retriever_dirty: bool = True
 
 
-class MosaicMemory:
-    """MOSAIC as a MemorySystem (+ Snapshottable, Inspectable). Config blocks are plain dicts.
+def _check_block(block: str, make: Callable[..., Any]) -> None:
+    """Every key of a ``_partial_`` block is a parameter of its constructor, with a value of the right type."""
+    if isinstance(make, functools.partial):
+        check_kwargs(make.func, make.keywords, f"system.{block}")
 
-    ``extract``: EntityExtractor kwargs; ``gate``: ConfidenceGate kwargs (``enabled``, ``rho_min``,
-    ``delta``...); ``conflict``: ``enabled``, ``k``, ``use_belief`` (also resolve held values of a
-    single-valued slot that the committed belief abandoned) and ConflictDetector tuning; ``ncs``: ``enabled``
-    and NodeScorer stability kwargs; ``scoring``: alpha/beta/gamma and ``search_weight`` (share of the
-    node score in the final search rank); ``retrieval``: Retriever kwargs; ``graph``: MemoryGraph
-    kwargs; ``communities``: Communities kwargs.
+
+def _built(block: str, make: Callable[..., Any], **late: Any) -> Any:
+    """Call one part's constructor (keys already checked), naming the block when a value is refused."""
+    try:
+        return make(**late)
+    except (TypeError, ValueError) as err:
+        raise ConfigKeyError(f"system.{block}: {err}") from err
+
+
+class MosaicMemory:
+    """MOSAIC as a MemorySystem (+ Seedable, Snapshottable, Inspectable).
+
+    ``extract``, ``gate``, ``conflict`` and ``retrieval`` build their part from the LLM;
+    ``graph`` from the embedder; ``communities`` and ``scoring`` from nothing. ``search_weight``
+    is the node score's share of the final search rank (the rest: similarity); a search asks the
+    retriever for ``max(search_pool_factor * k, k + search_pool_extra)`` hits before re-ranking;
+    ``importance`` is what an entity's importance (the node score's alpha term) is set from:
+    ``rho`` (its gate confidence) or a fixed number for every entity.
     """
 
     def __init__(
@@ -133,75 +87,57 @@ class MosaicMemory:
         embedder: Embedder,
         workdir: str | Path,
         name: str = "mosaic",
-        extract: dict[str, Any] | None = None,
-        gate: dict[str, Any] | None = None,
-        conflict: dict[str, Any] | None = None,
-        ncs: dict[str, Any] | None = None,
-        scoring: dict[str, Any] | None = None,
-        retrieval: dict[str, Any] | None = None,
-        graph: dict[str, Any] | None = None,
-        communities: dict[str, Any] | None = None,
+        extract: Callable[..., EntityExtractor] = EntityExtractor,
+        gate: Callable[..., ConfidenceGate] = ConfidenceGate,
+        conflict: Callable[..., ConflictDetector] = ConflictDetector,
+        scoring: Callable[[], NodeScorer] = NodeScorer,
+        retrieval: Callable[..., Retriever] = Retriever,
+        graph: Callable[..., MemoryGraph] = MemoryGraph,
+        communities: Callable[[], Communities] = Communities,
+        search_weight: float = 0.2,
+        search_pool_factor: int = 2,
+        search_pool_extra: int = 5,
+        importance: Literal["rho"] | float = "rho",
         persist: bool = True,
-        parts: MosaicParts | None = None,
     ) -> None:
+        if not 0.0 <= search_weight <= 1.0:
+            raise ConfigKeyError(f"system.search_weight={search_weight} must be in [0, 1]")
+        if search_pool_factor < 1 or search_pool_extra < 0:
+            raise ConfigKeyError(f"system.search_pool_factor={search_pool_factor} must be >= 1 and system.search_pool_extra={search_pool_extra} >= 0")
+        if importance != "rho" and not (isinstance(importance, (int, float)) and 0.0 <= float(importance) <= 1.0):
+            raise ConfigKeyError(f"system.importance={importance!r} must be 'rho' or a number in [0, 1]")
         self.name = name
         self.llm = llm
         self.embedder = embedder
         self.workdir = Path(workdir)
         self.persist = persist
-        self.parts = parts or MosaicParts()
-        self.extract_cfg = _plain(extract)
-        self.gate_cfg = _plain(gate)
-        self.conflict_cfg = _plain(conflict)
-        self.ncs_cfg = _plain(ncs)
-        self.scoring_cfg = _plain(scoring)
-        self.retrieval_cfg = _plain(retrieval)
-        self.graph_cfg = _plain(graph)
-        self.communities_cfg = _plain(communities)
-        self.conflict_enabled = bool(self.conflict_cfg.pop("enabled", True))
-        self.use_belief = bool(self.conflict_cfg.pop("use_belief", True))
-        self.search_weight = float(self.scoring_cfg.pop("search_weight", 0.2))
-        self.extractor = EntityExtractor(llm, **self.extract_cfg)
-        self.gate = ConfidenceGate(llm, **self.gate_cfg)
+        self.search_weight = float(search_weight)
+        self.search_pool_factor, self.search_pool_extra = int(search_pool_factor), int(search_pool_extra)
+        self.importance = importance
+        self.make_conflict, self.make_scoring, self.make_retrieval = conflict, scoring, retrieval
+        self.make_graph, self.make_communities = graph, communities
+        for block, make in (("extract", extract), ("gate", gate), ("conflict", conflict), ("scoring", scoring),
+                            ("retrieval", retrieval), ("graph", graph), ("communities", communities)):  # fmt: skip
+            _check_block(block, make)
+        self.extractor: EntityExtractor = _built("extract", extract, llm=llm)
+        self.gate: ConfidenceGate = _built("gate", gate, llm=llm)
+        self._prototype = self._new_namespace()  # builds every per-namespace part once: bad config fails here
         self._spaces: dict[str, _Namespace] = {}
         self.stats: dict[str, int] = {"turns": 0, "entities_extracted": 0, "committed": 0, "queued": 0, "updated": 0,
                                       "rejected": 0, "flagged": 0, "stale_decisions": 0, "id_collisions": 0}
 
-    # -- component factories ---------------------------------------------------------
-    def _make_detector(self) -> ConflictChecker | None:
-        if not self.conflict_enabled:
-            return None
-        if self.parts.detector is not None:
-            return self.parts.detector()
-        cls = _load_class("mosaic.conflict", "ConflictDetector", "set system.conflict.enabled=false to run without conflict checks")
-        return cls(self.llm, **self.conflict_cfg)
-
-    def _make_communities(self) -> Any:
-        if self.parts.communities is not None:
-            return self.parts.communities()
-        return _load_class("mosaic.communities", "Communities", "it is part of MOSAIC's read path")(**self.communities_cfg)
-
-    def _make_scorer(self) -> Any:
-        if self.parts.scorer is not None:
-            return self.parts.scorer()
-        ncs = dict(self.ncs_cfg)
-        enabled = bool(ncs.pop("enabled", True))
-        cls = _load_class("mosaic.scoring", "NodeScorer", "it is part of MOSAIC's read path")
-        return cls(**self.scoring_cfg, ncs=enabled, **ncs)
-
-    def _make_retriever(self) -> Any:
-        if self.parts.retriever is not None:
-            return self.parts.retriever()
-        cls = _load_class("mosaic.retrieval", "Retriever", "it is part of MOSAIC's read path")
-        return cls(llm=self.llm, **self.retrieval_cfg)
+    # -- per-namespace parts -----------------------------------------------------------
+    def _new_detector(self) -> ConflictDetector | None:
+        detector = _built("conflict", self.make_conflict, llm=self.llm)
+        return detector if detector.enabled else None
 
     def _new_namespace(self) -> _Namespace:
         return _Namespace(
-            graph=MemoryGraph(self.embedder, **self.graph_cfg),
-            communities=self._make_communities(),
-            scorer=self._make_scorer(),
-            retriever=None,
-            detector=self._make_detector(),
+            graph=_built("graph", self.make_graph, embedder=self.embedder),
+            communities=_built("communities", self.make_communities),
+            scorer=_built("scoring", self.make_scoring),
+            retriever=_built("retrieval", self.make_retrieval, llm=self.llm),
+            detector=self._new_detector(),
         )
 
     def _space(self, namespace: str) -> _Namespace:
@@ -267,7 +203,7 @@ class MosaicMemory:
                 report.queued.append(entity.entity_id)
                 self.stats["queued"] += 1
                 continue
-            entity.importance = entity.confidence
+            entity.importance = entity.confidence if self.importance == "rho" else float(self.importance)
             applied = self._commit(space, entity, vector, report, competing=decision.competing, check=check_conflicts)
             if applied is not None:
                 changed |= applied
@@ -299,8 +235,9 @@ class MosaicMemory:
         graph = space.graph
         detector = space.detector if check else None
         decisions = detector.check(entity, graph) if detector is not None else []
-        if detector is not None and self.use_belief:
-            decisions += self._belief_decisions(space, entity, competing, {d.old_id for d in decisions})
+        if detector is not None:
+            held = [graph.entity(i) for i in competing if i in graph]
+            decisions += detector.belief_decisions(entity, held, {d.old_id for d in decisions})
         live = []
         for d in decisions:
             if d.old_id in graph and graph.entity(d.old_id).status in ACTIVE_STATUSES:
@@ -345,40 +282,8 @@ class MosaicMemory:
         self.stats["committed"] += 1
         return changed
 
-    def _belief_decisions(self, space: _Namespace, new: Entity, competing: list[str], covered: set[str]) -> list[SlotDecision]:
-        """Conflicts the gate's belief update already proves: a held value of the same single-valued
-        slot that the committed belief no longer favours. The detector may miss these (e.g. number
-        words), but keeping both values active would contradict the belief just committed.
-
-        The verdict uses the detector's resolution policy, judged on evidence strength (directness
-        and specificity) rather than rho: rho includes consistency, which is low for *every*
-        contradicting newcomer by construction and would make any correction look less authoritative.
-        """
-        out: list[SlotDecision] = []
-        winner = max(new.belief, key=new.belief.get) if new.belief else None
-        if winner is None or not values_match(winner, new.value or new.text):
-            return out
-        for old_id in competing:
-            if old_id in covered or old_id not in space.graph:
-                continue
-            old = space.graph.entity(old_id)
-            if old.status not in ACTIVE_STATUSES or values_match(old.value, new.value):
-                continue
-            numeric = number_in(old.value) is not None and number_in(new.value) is not None
-            verdict = self._policy(space, new, old)
-            reason = (f"belief over '{new.subject} / {new.attribute}' moved from '{old.value}' to '{new.value}' "
-                      f"(p={new.belief.get(winner, 0.0):.2f})")
-            out.append(SlotDecision(new.entity_id, old_id, verdict, "numeric" if numeric else "semantic", reason, float(new.belief.get(winner, 0.0))))
-        return out
-
-    def _policy(self, space: _Namespace, new: Entity, old: Entity) -> str:
-        resolve = getattr(space.detector, "resolve", None)
-        if callable(resolve):  # one policy for detector and belief decisions
-            return resolve(new, old)
-        return resolve_by_evidence(new, old, strength=self.gate.reliability)  # a detector without its own policy
-
     @staticmethod
-    def _event(new: Entity, old: Entity, decision: Any) -> ConflictEvent:
+    def _event(new: Entity, old: Entity, decision: ConflictDecision) -> ConflictEvent:
         return ConflictEvent(
             new_text=new.text,
             old_text=old.text,
@@ -394,13 +299,11 @@ class MosaicMemory:
         space = self._space(namespace)
         if len(space.graph) == 0 or k <= 0:
             return []
-        if space.retriever is None:
-            space.retriever = self._make_retriever()
         if space.retriever_dirty:
             space.retriever.rebuild(space.graph, space.communities)
             space.retriever_dirty = False
         query_vector = space.graph.embed(query)
-        hits = space.retriever.search(query_vector, query, max(2 * k, k + 5))
+        hits = space.retriever.search(query_vector, query, max(self.search_pool_factor * k, k + self.search_pool_extra))
         ranked: list[tuple[float, Entity]] = []
         for entity_id, similarity in hits:
             if entity_id not in space.graph:
@@ -481,8 +384,8 @@ class MosaicMemory:
         space.cost_log = copy.deepcopy(state.get("cost_log", []))
         last = state.get("last_turn")
         space.last_turn = Turn(**last) if last else None
-        space.communities = self._make_communities()
-        space.scorer = self._make_scorer()
+        space.communities = _built("communities", self.make_communities)
+        space.scorer = _built("scoring", self.make_scoring)
         everything = {e.entity_id for e in space.graph.entities()}
         if everything:
             space.communities.update(space.graph, everything)

@@ -168,9 +168,19 @@ class Retriever:
         hnsw_ef_search: int = 64,
         hnsw_ef_construction: int = 80,
         route_describe: int = 10,
+        route_max_tokens: int = 64,
+        auto_bits_member_cosine: float = 0.57,
+        auto_bits_per_bucket: float = 4.0,
     ) -> None:
         if mode not in MODES:
             raise ValueError(f"retrieval.mode must be one of {MODES}, got {mode!r}")
+        if lsh_tables < 1 or (lsh_bits is not None and not 1 <= lsh_bits <= 40):
+            raise ValueError(f"retrieval.lsh_tables={lsh_tables} must be >= 1 and retrieval.lsh_bits={lsh_bits} null (auto) or in [1, 40]")
+        for key, value in (("top_k", top_k), ("max_communities", max_communities), ("hnsw_m", hnsw_m),
+                           ("hnsw_ef_search", hnsw_ef_search), ("hnsw_ef_construction", hnsw_ef_construction),
+                           ("route_describe", route_describe), ("route_max_tokens", route_max_tokens)):  # fmt: skip
+            if value < 1:
+                raise ValueError(f"retrieval.{key}={value} must be >= 1")
         self.mode = mode
         self.top_k = top_k
         self.lsh_bits = lsh_bits
@@ -184,6 +194,8 @@ class Retriever:
         self.seed = seed
         self.hnsw_m, self.hnsw_ef_search, self.hnsw_ef_construction = hnsw_m, hnsw_ef_search, hnsw_ef_construction
         self.route_describe = route_describe
+        self.route_max_tokens = route_max_tokens
+        self.auto_bits_member_cosine, self.auto_bits_per_bucket = auto_bits_member_cosine, auto_bits_per_bucket
         self.ids: list[str] = []
         self._vectors = np.zeros((0, 0), np.float32)
         self._index: Any = None
@@ -242,14 +254,25 @@ class Retriever:
             self._community_order = [int(labels[s]) for s in starts]
             self._slices = {int(labels[s]): (int(s), int(e)) for s, e in zip(starts, ends)}
             self._centroids = _normalise(np.stack([self._vectors[s:e].mean(axis=0) for s, e in zip(starts, ends)]))
-            bits = self.lsh_bits or self.auto_bits(len(ids) / len(starts))
-            tables = max(1, min(self.lsh_tables, dim // bits))
-            self._router = LSHCommunityRouter(dim, tables, bits, self.seed)
+            self._router = LSHCommunityRouter(dim, self.lsh_tables, self.table_bits(dim, len(ids) / len(starts)), self.seed)
             self._router.fit(self._vectors, labels)
             texts = describe_texts or {}
             self._describe = lambda community: " | ".join(
                 texts.get(self.ids[i], "")[:80] for i in range(self._slices[community][0], min(self._slices[community][1], self._slices[community][0] + 3))
             )
+
+    def table_bits(self, dim: int, mean_community_size: float) -> int:
+        """Bits per LSH table: ``lsh_bits`` when set (too many for ``lsh_tables`` tables of a ``dim``-bit
+        hash is an error), else ``auto_bits`` capped at what ``lsh_tables`` tables leave (dim // tables)."""
+        if self.lsh_tables > dim:
+            raise ValueError(f"retrieval.lsh_tables={self.lsh_tables} exceeds the vector size {dim}: at most {dim} one-bit tables")
+        if self.lsh_bits is not None:
+            if self.lsh_tables * self.lsh_bits > dim:
+                raise ValueError(f"retrieval: lsh_tables*lsh_bits = {self.lsh_tables}*{self.lsh_bits} exceeds the vector size {dim}; "
+                                 f"lower retrieval.lsh_bits to <= {dim // self.lsh_tables} or retrieval.lsh_tables to <= {dim // self.lsh_bits}")
+            return self.lsh_bits
+        bits = self.auto_bits(mean_community_size, self.auto_bits_member_cosine, self.auto_bits_per_bucket)
+        return min(bits, dim // self.lsh_tables)
 
     @staticmethod
     def auto_bits(mean_community_size: float, member_cosine: float = 0.57, per_bucket: float = 4.0) -> int:
@@ -375,7 +398,7 @@ class Retriever:
             },
         ]
         try:
-            answer = self.llm.chat_json(messages, schema, max_tokens=64, purpose="routing")
+            answer = self.llm.chat_json(messages, schema, max_tokens=self.route_max_tokens, purpose="routing")
             routed = [int(c) for c in answer.get("communities", []) if int(c) in self._slices]
         except Exception as err:  # noqa: BLE001 - a broken routing answer is a counted fallback, not a crash
             log.warning("LLM routing failed, searching everything: %s", err)

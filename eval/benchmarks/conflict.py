@@ -34,7 +34,7 @@ from eval.benchmarks.conflict_suite import CONFLICT_TYPES, Suite, SuiteCase, loa
 from eval.context import RunContext
 from eval.metrics import bootstrap_ci
 from eval.tables import format_ci
-from mosaic.conflict import quantities
+from mosaic.values import quantities
 from core.api import AddReport, MemorySystem, Seedable, Snapshottable
 
 log = logging.getLogger(__name__)

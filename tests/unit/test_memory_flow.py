@@ -4,12 +4,16 @@ snapshots and the on-disk store restore the same memory."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from functools import partial
 
 import pytest
 
+from mosaic.conflict import ConflictDecision, ConflictDetector
 from mosaic.entity import Entity
-from mosaic.memory import MosaicMemory, MosaicParts
+from mosaic.gate import ConfidenceGate
+from mosaic.memory import MosaicMemory
+from mosaic.extract import EntityExtractor
+from mosaic.retrieval import Retriever
 from core.api import Inspectable, MemorySystem, Seedable, Snapshottable, Turn
 from tests.fakes import FakeLLM
 from tests.unit.test_graph import BowEmbedder
@@ -37,35 +41,36 @@ def responder(messages, schema):
     raise AssertionError(f"unexpected prompt: {system[:60]}")
 
 
-@dataclass
-class Decision:
-    new_id: str
-    old_id: str
-    verdict: str
-    conflict_type: str
-    reason: str
-    score: float
+class ScriptedDetector(ConflictDetector):
+    """Contradiction = same attribute, different value; the verdict is fixed by the test (``None``: finds nothing).
+    The belief decisions and the policy they use are the real detector's."""
 
-
-class ScriptedDetector:
-    """Contradiction = same attribute, different value; the verdict is fixed by the test."""
-
-    def __init__(self, verdict: str) -> None:
+    def __init__(self, llm, verdict: str | None = "update", **kwargs) -> None:
+        super().__init__(llm, **kwargs)
         self.verdict = verdict
         self.calls = 0
 
-    def check(self, new: Entity, graph) -> list[Decision]:
+    def check(self, new: Entity, graph) -> list[ConflictDecision]:
         self.calls += 1
-        return [Decision(new.entity_id, old.entity_id, self.verdict, "numeric", f"{old.value} vs {new.value}", 1.0)
+        if self.verdict is None:
+            return []
+        return [ConflictDecision(new.entity_id, old.entity_id, self.verdict, "numeric", f"{old.value} vs {new.value}", 1.0)
                 for old in graph.entities() if old.attribute == new.attribute and old.value != new.value]
 
 
-def _memory(tmp_path, verdict="update", **cfg) -> tuple[MosaicMemory, FakeLLM, ScriptedDetector]:
+def _memory(tmp_path, verdict="update", conflict=None, **cfg) -> tuple[MosaicMemory, FakeLLM, ScriptedDetector]:
+    """A memory whose namespace "c" uses one ScriptedDetector (returned)."""
     llm = FakeLLM(responder)
-    detector = ScriptedDetector(verdict)
-    mem = MosaicMemory(llm=llm, embedder=BowEmbedder(), workdir=tmp_path, retrieval={"mode": "exact", "top_k": 5},
-                       parts=MosaicParts(detector=lambda: detector), **cfg)
-    return mem, llm, detector
+    built: list[ScriptedDetector] = []
+
+    def detector(llm):
+        built.append(ScriptedDetector(llm, verdict, **(conflict or {})))
+        return built[-1]
+
+    mem = MosaicMemory(llm=llm, embedder=BowEmbedder(), workdir=tmp_path, retrieval=partial(Retriever, mode="exact", top_k=5),
+                       conflict=detector, **cfg)
+    mem.stored_items("c")  # builds namespace "c" (and its detector)
+    return mem, llm, built[-1]
 
 
 def _add(mem, ns, turn_id, text, when="2023-05-08"):
@@ -128,22 +133,18 @@ def test_gate_queues_hedged_contradiction_and_clarification_commits_it(tmp_path)
 
 
 def test_no_gate_commits_hedged_entity(tmp_path):
-    mem, _, _ = _memory(tmp_path, gate={"enabled": False})
+    mem, _, _ = _memory(tmp_path, gate=partial(ConfidenceGate, enabled=False))
     _add(mem, "c", "D1:1", "I have two dogs.")
     report = _add(mem, "c", "D2:1", "Maybe we have four dogs?")
     assert report.queued == [] and len(report.updated) == 1 and "belief" not in report.usage.by_purpose
 
 
-def test_conflict_disabled_never_builds_or_calls_a_detector(tmp_path):
-    def boom():
-        raise AssertionError("detector built although conflict.enabled is false")
-
-    mem = MosaicMemory(llm=FakeLLM(responder), embedder=BowEmbedder(), workdir=tmp_path, conflict={"enabled": False, "k": 5},
-                       retrieval={"mode": "exact"}, parts=MosaicParts(detector=boom))
+def test_conflict_disabled_never_calls_a_detector(tmp_path):
+    mem, _, detector = _memory(tmp_path, conflict={"enabled": False})
     _add(mem, "c", "D1:1", "I have two dogs.")
     report = _add(mem, "c", "D2:1", "We have three dogs now.")
-    assert report.conflict_events == [] and "conflict" not in report.usage.by_purpose
-    assert len(mem.stored_items("c")) == 2
+    assert report.conflict_events == [] and "conflict" not in report.usage.by_purpose and detector.calls == 0
+    assert len(mem.stored_items("c")) == 2 and "conflict" not in mem.metrics()
 
 
 def test_costs_per_turn_and_failures_are_counted(tmp_path):
@@ -155,7 +156,7 @@ def test_costs_per_turn_and_failures_are_counted(tmp_path):
     assert cost["by_purpose_per_turn"]["extraction"]["prompt_tokens"] == pytest.approx(10.0)
     metrics = mem.metrics()
     assert metrics["write"]["committed"] == 2 and metrics["extraction"]["turns"] == 3 and "scorer" in metrics
-    broken = MosaicMemory(llm=FakeLLM(lambda m, s: "oops"), embedder=BowEmbedder(), workdir=tmp_path / "b", parts=MosaicParts(detector=lambda: ScriptedDetector("update")))
+    broken = MosaicMemory(llm=FakeLLM(lambda m, s: "oops"), embedder=BowEmbedder(), workdir=tmp_path / "b", retrieval=partial(Retriever, mode="exact"))
     assert broken.add("c", [Turn("D1:1", "Ana", "I have two dogs.")]).failures == 1
 
 
@@ -176,21 +177,19 @@ def test_snapshot_restore_and_reload_from_disk(tmp_path):
 
 
 def test_belief_abandoning_a_held_value_resolves_it_when_the_detector_misses(tmp_path):
-    mem, _, detector = _memory(tmp_path, verdict="none")  # a detector that finds nothing
-    detector.check = lambda new, graph: []
+    mem, _, _ = _memory(tmp_path, verdict=None)  # a detector whose check finds nothing
     _add(mem, "c", "D1:1", "I have two dogs.", when="2023-05-08")
     report = _add(mem, "c", "D2:1", "We have three dogs now.", when="2023-06-08")
     [event] = report.updated
     assert event.conflict_type == "numeric" and event.reason.startswith("belief over 'Ana / number of dogs'")
     assert [s.text for s in mem.stored_items("c")] == ["Ana has 3 dogs"]
-    off, _, off_detector = _memory(tmp_path / "off", conflict={"enabled": True, "use_belief": False})
-    off_detector.check = lambda new, graph: []
+    off, _, _ = _memory(tmp_path / "off", verdict=None, conflict={"use_belief": False})
     _add(off, "c", "D1:1", "I have two dogs.", when="2023-05-08")
     assert _add(off, "c", "D2:1", "We have three dogs now.", when="2023-06-08").conflict_events == []
 
 
 def test_seed_skips_the_conflict_check_but_add_does_not(tmp_path):
-    mem, _, detector = _memory(tmp_path, gate={"enabled": False})  # the gate would queue a third competing value
+    mem, _, detector = _memory(tmp_path, gate=partial(ConfidenceGate, enabled=False))  # the gate would queue a third competing value
     assert isinstance(mem, Seedable)
     mem.seed("c", [Turn("D1:1", "Ana", "I have two dogs.")], session_time="2023-05-08")
     seeded = mem.seed("c", [Turn("D1:2", "Ana", "We have three dogs now.")], session_time="2023-05-08")
@@ -201,7 +200,7 @@ def test_seed_skips_the_conflict_check_but_add_does_not(tmp_path):
 
 
 def test_previous_turn_is_context_only_within_its_session(tmp_path):
-    mem, llm, _ = _memory(tmp_path, extract={"context_chars": 200})  # what conf/system/mosaic.yaml sets
+    mem, llm, _ = _memory(tmp_path, extract=partial(EntityExtractor, context_chars=200))  # what conf/system/mosaic.yaml sets
     _add(mem, "c", "D1:1", "I have two dogs.", when="2023-05-08")
     _add(mem, "c", "D1:2", "I work as a nurse.", when="2023-05-08")
     _add(mem, "c", "D2:1", "We have three dogs now.", when="2023-06-08")
