@@ -10,7 +10,8 @@ extraction (how many days is "a few days ago"?). They all read them from here.
 - Units come from pint's registry, not from a hand list: the word after a number is a unit when
   pint knows it as a unit name (singular or plural) or as its exact symbol, and it is not an
   English function word (scikit-learn's stop-word list: pint reads "a" as a year and "in" as an
-  inch). Currencies are not physical units, so two are defined here (dollar, euro), each its own
+  inch). Known gap: a prefixed symbol that spells a word still reads as a unit ("1 cat" is a
+  centi-technical-atmosphere; "2 cats" is not, a symbol takes no plural s). Currencies are not physical units, so two are defined here (dollar, euro), each its own
   dimension. A quantity's family is its dimensionality ("time", "mass"), or the unit's name for
   dimensionless units ("percent"); values are converted to the family's base unit.
 - Slots: two entities fill the same slot when extraction named the same subject and attribute,
@@ -113,7 +114,7 @@ def unit_registry() -> pint.UnitRegistry:
 def unit_of(token: str) -> tuple[str, float] | None:
     """(family, factor to the family's base unit) when ``token`` names a unit, else None.
 
-    A compound token ("mg/dL") is a unit when each part is one.
+    A compound token ("km/h") is a unit when each part is one.
     """
     if not token or token.lower() in ENGLISH_STOP_WORDS:
         return None
@@ -133,7 +134,9 @@ def unit_of(token: str) -> tuple[str, float] | None:
 
 
 def _names_a_unit(registry: pint.UnitRegistry, token: str) -> bool:
-    """pint knows ``token`` as one unit, written as its name (or plural) or as its exact symbol."""
+    """pint knows ``token`` as one unit, written as its exact symbol ("mg", "km") or as a name or
+    alias, possibly prefixed and plural ("months", "litres", "kilometres"); a symbol with a plural
+    s ("cats": centi-at-s) or a prefix joined to a word is not a unit."""
     if token == "%":
         return True
     if not token.isalpha() or token.lower() in ENGLISH_STOP_WORDS:
@@ -141,19 +144,22 @@ def _names_a_unit(registry: pint.UnitRegistry, token: str) -> bool:
     candidates = registry.parse_unit_name(token)
     if len(candidates) != 1:
         return False
-    prefix, name, _suffix = candidates[0]
-    full = prefix + name
-    if token.lower() in (full.lower(), full.lower() + "s"):
-        return True
+    prefix, name, suffix = candidates[0]
     try:
-        return registry.get_symbol(token) == token
+        if not suffix and registry.get_symbol(token) == token:
+            return True
+        root = (token[: -len(suffix)] if suffix else token).lower()
+        if not root.startswith(prefix):
+            return False
+        rest = root[len(prefix) :]
+        return rest != registry.get_symbol(name).lower() and registry.get_name(rest) == name
     except pint.errors.PintError:
         return False
 
 
 @dataclass(frozen=True)
 class Quantity:
-    """A number (or a systolic/diastolic style pair of numbers) with its unit family, in the family's base unit."""
+    """A number (or a pair written a/b, such as a 3/1 score) with its unit family, in the family's base unit."""
 
     family: str
     values: tuple[float, ...]

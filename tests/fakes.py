@@ -25,7 +25,8 @@ class FakeLLM:
         return self.meter.snapshot()
 
     def chat(self, messages, *, response_schema=None, max_tokens=256, temperature=0.0, seed=0, purpose="other", top_logprobs=0):
-        self.requests.append({"messages": messages, "schema": response_schema, "purpose": purpose})
+        self.requests.append({"messages": messages, "schema": response_schema, "purpose": purpose, "max_tokens": max_tokens,
+                              "top_logprobs": top_logprobs})
         out = self.responder(messages, response_schema)
         text = out if isinstance(out, str) else json.dumps(out)
         result = ChatResult(text=text, prompt_tokens=10, completion_tokens=5, latency_s=0.0, cached=False, model=self.model_id)
@@ -36,7 +37,7 @@ class FakeLLM:
         last = None
         for seed in range(attempts):
             try:
-                return self.chat(messages, response_schema=schema, seed=seed, purpose=purpose).json()
+                return self.chat(messages, response_schema=schema, max_tokens=max_tokens, seed=seed, purpose=purpose).json()
             except LLMOutputError as err:
                 last = err
         raise last

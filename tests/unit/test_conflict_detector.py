@@ -9,17 +9,10 @@ import re
 import numpy as np
 import pytest
 
-from mosaic.conflict import (
-    ConflictDetector,
-    build_nli_messages,
-    digit_distribution,
-    label_distribution,
-    mask_numbers,
-    numeric_clash,
-    quantities,
-)
+from mosaic.conflict import ConflictDetector, build_nli_messages, digit_distribution, label_distribution
 from mosaic.entity import Entity
 from mosaic.graph import MemoryGraph
+from mosaic.values import mask_numbers, numeric_clash, quantities
 from tests.fakes import FakeLLM
 
 
@@ -60,38 +53,60 @@ class LogprobLLM(FakeLLM):
         return result
 
 
-GUIDE = [
-    "Amlodipine is started at 5 mg once daily and can be increased to a maximum of 10 mg once daily.",
-    "ACE inhibitors and ARBs are contraindicated in pregnancy.",
-    "Ms. Lindqvist is planning a pregnancy next year.",
-    "Dietary sodium should be kept below 2 g per day.",
+# Invented text (a cycling club's rules and members), not taken from any conflict suite.
+RULES = [
+    "Beginners ride 20 km on their first outing and can build up to a maximum of 60 km per ride.",
+    "Riders under 16 may only join group rides with a parent.",
+    "Noah Berg is 14 years old.",
+    "Every rider carries 2 litres of water on summer rides.",
 ]
 
 
-def test_quantities_and_masking():
-    assert [q.family for q in quantities("Rent is $2,300 a month and 150/95 mmHg, three months")] == ["money", "mmHg", "time"]
-    assert quantities("three months")[0].values == (90.0,)
-    assert mask_numbers("Sodium below 2 g per day") == "Sodium below # per day"
-    assert numeric_clash("maximum of 20 mg", GUIDE[0]) is not None
-    assert numeric_clash("may be raised to 10 mg", GUIDE[0]) is None  # agrees with one held value
-    assert numeric_clash("takes 3 weeks", GUIDE[0]) is None  # no shared unit family: not compared
+def test_quantities_units_come_from_pint_and_english_words_are_not_units():
+    assert [q.family for q in quantities("Dues are $2,300 a year, the loop is 45 km, three months, 15%")] == [
+        "currency_dollar", "length", "time", "percent"]
+    assert quantities("three months")[0].values == quantities("3 months")[0].values
+    assert quantities("2 litres")[0].values == pytest.approx(quantities("2000 ml")[0].values)
+    assert [q.family for q in quantities("5 kilometres, 2 cats, 3 units")] == ["length", "count", "count"]
+    # "a" (pint: annum), "in" (inch), "am" (attometre), "th" (ordinal) stay words: these are bare counts
+    assert [q.family for q in quantities("We met 2 a week, 3 in total, at 9 am, on the 10th")] == ["count"] * 4
+    assert quantities("on the 10th")[0].span == (7, 9)
+    assert mask_numbers("Every rider carries 2 litres of water") == "Every rider carries # of water"
+    assert mask_numbers("on the 10th, 2 cats") == "on the #th, # cats"
+
+
+def test_numeric_clash_compares_one_unit_family_across_spellings():
+    assert numeric_clash("a maximum of 80 km per ride", RULES[0]) is not None
+    assert numeric_clash("may build up to 60000 m", RULES[0]) is None  # agrees with one held value, in another unit
+    assert numeric_clash("takes 3 weeks", RULES[0]) is None  # no shared unit family: not compared
+    assert numeric_clash("The trial lasts 90 days", "The trial lasts three months") is None  # within 2%
+    assert numeric_clash("The trial lasts 6 weeks", "The trial lasts three months") == "6 weeks (time) does not match the held value(s) 3 months"
+    assert numeric_clash("4.9%", "5%", rel_tol=0.02) is None and numeric_clash("4.8%", "5%", rel_tol=0.02) is not None
 
 
 def test_numeric_clash_is_decided_without_the_llm():
     llm = FakeLLM(lambda m, s: "unknown")
     detector = ConflictDetector(llm, numeric_similarity=0.5)
-    new = Entity("n", "Amlodipine is started at 5 mg once daily and can be increased to a maximum of 20 mg once daily.", "persona", session_time="2024-02-01")
-    decisions = detector.check(new, _graph(GUIDE))
+    new = Entity("n", "Beginners ride 20 km on their first outing and can build up to a maximum of 90 km per ride.", "persona", session_time="2024-02-01")
+    decisions = detector.check(new, _graph(RULES))
     assert [(d.old_id, d.conflict_type) for d in decisions] == [("e0", "numeric")]
     assert llm.requests == []
     assert detector.stats["numeric_hits"] == 1
 
 
+def test_numeric_tolerance_reaches_the_rule():
+    new = Entity("n", "Beginners ride 20 km on their first outing and can build up to a maximum of 63 km per ride.", "persona", session_time="2024-02-01")
+    strict = ConflictDetector(FakeLLM(lambda m, s: "unknown"), numeric_similarity=0.5, use_llm=False)
+    loose = ConflictDetector(FakeLLM(lambda m, s: "unknown"), numeric_similarity=0.5, use_llm=False, numeric_tolerance=0.1)
+    assert [d.conflict_type for d in strict.check(new, _graph(RULES))] == ["numeric"]  # 63 vs 60 is 5% apart
+    assert loose.check(new, _graph(RULES)) == []
+
+
 def test_agreeing_numbers_fall_through_to_the_llm_which_can_clear_them():
     llm = LogprobLLM({"true": 0.7, "unknown": 0.25, "false": 0.05})
     detector = ConflictDetector(llm, numeric_similarity=0.5, threshold=0.5)
-    new = Entity("n", "Amlodipine can be increased to a maximum of 10 mg once daily.", "persona")
-    assert detector.check(new, _graph(GUIDE)) == []
+    new = Entity("n", "Beginners can build up to a maximum of 60 km per ride.", "persona")
+    assert detector.check(new, _graph(RULES)) == []
     assert len(llm.requests) == 1 and llm.requests[0]["purpose"] == "conflict"
     assert detector.last_trace["score"] == pytest.approx(0.05)
 
@@ -100,24 +115,49 @@ def test_neighbours_of_the_nearest_reach_the_prompt():
     """Logical conflicts need two held facts: the rule and the person's fact must both be shown."""
     llm = LogprobLLM({"false": 0.9, "unknown": 0.1})
     detector = ConflictDetector(llm, k=1, n_facts=6, min_similarity=-1.0, explain=False)
-    graph = _graph(GUIDE)
-    graph.add_prerequisite("e1", "e2")  # the pregnancy rule is a prerequisite of the patient's plan
-    new = Entity("n", "Ms. Lindqvist is planning to start losartan, an ARB.", "persona", session_time="2024-02-01")
+    graph = _graph(RULES)
+    graph.add_prerequisite("e1", "e2")  # the age rule is a prerequisite of the rider's age
+    new = Entity("n", "Noah Berg, 14 years old, joined the Sunday ride on his own.", "persona", session_time="2024-02-01")
     decisions = detector.check(new, graph)
     shown = llm.requests[0]["messages"][-1]["content"]
-    assert "contraindicated in pregnancy" in shown and "planning a pregnancy" in shown
+    assert "only join group rides with a parent" in shown and "14 years old" in shown
     assert len(decisions) == 1 and decisions[0].score == pytest.approx(0.9)
 
 
+def test_n_facts_caps_what_the_llm_sees_and_k_reaches_the_candidates():
+    texts = [f"Rider {name} rides a {colour} bike to the club on Sundays." for name, colour in
+             zip("ABCDEFGHIJKL", ["red", "blue", "green", "black", "white", "grey", "pink", "gold", "teal", "navy", "lime", "plum"])]  # fmt: skip
+    new = Entity("n", "Rider M rides a brown bike to the club on Sundays.", "persona")
+    for k, n_facts, shown in ((10, 10, 10), (10, 6, 6), (3, 10, 3)):
+        llm = LogprobLLM({"unknown": 0.9, "false": 0.1})
+        graph = MemoryGraph(HashEmbedder(), assoc_threshold=2.0)  # no edges: the candidates are the k nearest alone
+        for i, text in enumerate(texts):
+            graph.add_entity(Entity(f"e{i}", text, "persona"))
+        ConflictDetector(llm, k=k, n_facts=n_facts, min_similarity=-1.0).check(new, graph)
+        assert llm.requests[0]["messages"][-1]["content"].count("\n- ") == shown, (k, n_facts)
+
+
+def test_bad_k_and_n_facts_are_refused():
+    with pytest.raises(ValueError, match="conflict.k=-1 must be >= 1"):
+        ConflictDetector(FakeLLM(lambda m, s: ""), k=-1)
+    with pytest.raises(ValueError, match="conflict.n_facts"):
+        ConflictDetector(FakeLLM(lambda m, s: ""), n_facts=0)
+
+
 def test_threshold_and_explanation_calls():
-    new = Entity("n", "Dietary sodium intake does not matter at all.", "persona", session_time="2024-02-01")
+    new = Entity("n", "Riders may skip carrying water on summer rides.", "persona", session_time="2024-02-01")
     low = ConflictDetector(LogprobLLM({"false": 0.4, "unknown": 0.6}), threshold=0.5)
-    assert low.check(new, _graph(GUIDE)) == []
-    llm = LogprobLLM({"false": 0.8, "unknown": 0.2})
-    high = ConflictDetector(llm, threshold=0.5, explain=True)
-    decisions = high.check(new, _graph(GUIDE))
+    assert low.check(new, _graph(RULES)) == []
+    replies = iter(["false", "  Every rider must carry water in summer.  "])
+    llm = FakeLLM(lambda m, s: next(replies))
+    high = ConflictDetector(llm, threshold=0.5, explain=True, max_explain_tokens=17)
+    decisions = high.check(new, _graph(RULES))
     assert len(decisions) == 1 and len(llm.requests) == 2  # one judgement + one short reason
-    assert decisions[0].reason == "false"  # the scripted LLM's reply is used as the reason
+    why = llm.requests[1]
+    assert why["messages"][:-2] == llm.requests[0]["messages"]  # the judgement's own prompt, then its answer and "why?"
+    assert why["messages"][-2] == {"role": "assistant", "content": "false"} and why["messages"][-1]["content"].endswith("why?")
+    assert why["max_tokens"] == 17 and why["purpose"] == "conflict"
+    assert decisions[0].reason == "Every rider must carry water in summer."  # the second reply, stripped
 
 
 def test_resolution_policy():
@@ -163,8 +203,8 @@ def test_bad_mode_is_refused():
 def test_a_restatement_of_a_held_fact_is_not_judged_by_the_llm():
     llm = LogprobLLM({"false": 0.6, "true": 0.4})  # a small model's p(false) on identical texts is not near 0
     detector = ConflictDetector(llm, threshold=0.35)
-    same = Entity("n", "Dietary sodium should be kept below 2 g per day!", "persona", session_time="2024-02-01")
-    assert detector.check(same, _graph(GUIDE)) == [] and llm.requests == []
+    same = Entity("n", "Every rider carries 2 litres of water on summer rides!", "persona", session_time="2024-02-01")
+    assert detector.check(same, _graph(RULES)) == [] and llm.requests == []
     assert detector.last_trace["decided_by"] == "duplicate"
-    changed = Entity("n2", "Dietary sodium should be kept below 5 g per day.", "persona", session_time="2024-02-01")
-    assert [d.conflict_type for d in detector.check(changed, _graph(GUIDE))] == ["numeric"]  # numbers still win
+    changed = Entity("n2", "Every rider carries 3 litres of water on summer rides.", "persona", session_time="2024-02-01")
+    assert [d.conflict_type for d in detector.check(changed, _graph(RULES))] == ["numeric"]  # numbers still win
