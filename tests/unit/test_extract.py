@@ -36,7 +36,31 @@ SESSION = parse_session_time("1:56 pm on 8 May, 2023")  # a Monday
     ],
 )
 def test_relative_and_absolute_times_resolve_against_the_session(phrase, iso):
-    assert SESSION == datetime(2023, 5, 8, 13, 56)
+    resolved = resolve_time(phrase, SESSION)
+    assert resolved is not None and resolved.iso == iso
+
+
+@pytest.mark.parametrize(
+    "said, parsed",
+    [
+        ("1:56 pm on 8 May, 2023", datetime(2023, 5, 8, 13, 56)),  # LoCoMo's form
+        ("2024-01-31T09:05:00", datetime(2024, 1, 31, 9, 5)),
+        ("2024-01-31", datetime(2024, 1, 31)),
+        ("not a date at all", None),
+        ("", None),
+        (None, None),
+    ],
+)
+def test_session_times_parse_in_locomo_and_iso_forms(said, parsed):
+    assert parse_session_time(said) == parsed
+
+
+@pytest.mark.parametrize(
+    "phrase, iso",
+    [("a few days ago", "2023-05-05"), ("couple of weeks ago", "week of 2023-04-24"), ("several years ago", "2020"),
+     ("twelve days ago", "2023-04-26"), ("in a few days", "2023-05-11")],
+)
+def test_count_words_come_from_mosaic_values(phrase, iso):
     resolved = resolve_time(phrase, SESSION)
     assert resolved is not None and resolved.iso == iso
 
@@ -95,8 +119,12 @@ def test_prerequisites_follow_subject_anchors():
 def test_a_fact_restating_the_previous_message_is_dropped():
     from mosaic.extract import copied_from_previous
 
-    previous = "Hypertension in adults is diagnosed when the average office blood pressure is 140/90 mmHg or higher."
-    message = "Office readings must be confirmed at home; a home average of 135/85 mmHg or higher confirms hypertension."
-    assert copied_from_previous("Hypertension in adults is diagnosed at an average office blood pressure of 140/90 mmHg", message, previous)
-    assert not copied_from_previous("A home average of 135/85 mmHg or higher confirms hypertension", message, previous)
+    # invented text: a library's lending rules, one message after the other
+    previous = "The library lends books for three weeks, and members can renew a loan once online."
+    message = "Late returns cost 20 cents a day, capped at 5 dollars per book, and renewals are free."
+    assert copied_from_previous("The library lends books for three weeks", message, previous)
+    assert not copied_from_previous("Late returns cost 20 cents a day, capped at 5 dollars per book", message, previous)
     assert not copied_from_previous("Caroline went to a support group", "I went to a support group yesterday.", "")
+    # the margin decides: 4 of 5 content words from the previous message, 1 from this one (0.8 - 0.2 = 0.6)
+    mixed = "Members renew a loan online for cents"
+    assert copied_from_previous(mixed, message, previous, margin=0.6) and not copied_from_previous(mixed, message, previous, margin=0.61)
