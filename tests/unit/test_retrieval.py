@@ -3,6 +3,7 @@ modes agree with exact search on easy clustered data, and fallbacks are counted.
 
 from __future__ import annotations
 
+import re
 from types import SimpleNamespace
 
 import numpy as np
@@ -83,16 +84,22 @@ def test_modes_agree_with_exact_on_easy_data(mode):
         assert retriever.stats["candidates_scanned"] < len(rows) * len(vectors)  # it did not scan everything
 
 
+TOPICS = ["cycling", "baking", "chess", "sailing", "pottery", "astronomy", "gardening", "fencing"]
+
+
 class VectorGraph:
-    def __init__(self, vectors: np.ndarray) -> None:
+    """Entities whose text names their community's topic, so a router can be judged on what it is shown."""
+
+    def __init__(self, vectors: np.ndarray, labels: np.ndarray) -> None:
         self.ids = [f"e{i}" for i in range(len(vectors))]
         self.vectors = vectors
+        self.texts = {entity_id: f"a note about {TOPICS[label]} ({entity_id})" for entity_id, label in zip(self.ids, labels.tolist())}
 
     def matrix(self):
         return self.ids, self.vectors
 
     def entity(self, entity_id: str):
-        return SimpleNamespace(text=f"memory {entity_id}")
+        return SimpleNamespace(text=self.texts[entity_id])
 
 
 class LabelCommunities:
@@ -103,18 +110,69 @@ class LabelCommunities:
         return self.map.get(entity_id, default)
 
 
-def test_low_confidence_calls_the_llm_router_and_counts_it():
+def reading_router(messages, schema):
+    """Routes by reading the prompt: the groups whose sample memories name the question's topic."""
+    prompt = messages[-1]["content"]
+    question = prompt.split("\n", 1)[0]
+    topic = next(t for t in TOPICS if t in question)
+    groups = [line.split(": ", 1) for line in prompt.split("\n") if re.match(r"^\d+: ", line)]
+    return {"communities": [int(gid) for gid, sample in groups if topic in sample]}
+
+
+def _dual(llm=None, **kwargs) -> tuple[Retriever, np.ndarray, np.ndarray]:
     vectors, labels = clustered()
-    graph = VectorGraph(vectors)
-    target = int(labels[100])
-    llm = FakeLLM(lambda messages, schema: {"communities": [target]})
-    retriever = Retriever(mode="dual", top_k=5, llm=llm, min_similarity=0.99, seed=0)  # nothing is that similar
+    graph = VectorGraph(vectors, labels)
+    retriever = Retriever(mode="dual", top_k=5, llm=llm, seed=0, **kwargs)
     retriever.rebuild(graph, LabelCommunities(graph.ids, labels))
-    found = retriever.search(near(vectors, [100])[0], "what about memory e100?", 5)
-    assert [r.get("purpose") for r in llm.requests] == ["routing"]
-    assert retriever.stats["fallbacks"] == 1 and retriever.stats["llm_fallbacks"] == 1
-    assert "e100" in {entity_id for entity_id, _ in found}
-    assert "memory e" in llm.requests[0]["messages"][-1]["content"]
+    return retriever, vectors, labels
+
+
+def test_low_confidence_calls_the_llm_router_which_is_shown_each_group_and_counted():
+    llm = FakeLLM(reading_router)
+    retriever, vectors, labels = _dual(llm, min_similarity=0.99, route_describe=3, route_max_tokens=33)  # nothing is that similar
+    found = retriever.search(near(vectors, [100])[0], f"what did I write about {TOPICS[labels[100]]}?", 5)
+    [request] = llm.requests
+    assert request["purpose"] == "routing" and request["max_tokens"] == 33
+    groups = [line for line in request["messages"][-1]["content"].split("\n") if re.match(r"^\d+: ", line)]
+    assert len(groups) == 3  # route_describe communities, nearest by centroid
+    assert retriever.stats["fallbacks"] == 1 and retriever.stats["llm_fallbacks"] == 1 and retriever.stats["llm_route_failures"] == 0
+    expected = [f"e{i}" for i in np.argsort(-(vectors @ near(vectors, [100])[0]))[:5]]
+    assert [entity_id for entity_id, _ in found] == expected  # the routed community holds the true top 5
+
+
+def test_lsh_confidence_below_the_threshold_is_a_fallback_even_when_results_look_good():
+    query = None
+    for threshold, fallbacks in ((0.0, 0), (1.01, 1)):  # confidence is at most 1
+        retriever, vectors, _ = _dual(confidence_threshold=threshold, min_similarity=0.0)
+        query = near(vectors, [200])[0]
+        retriever.search(query, "", 5)
+        assert retriever.stats["fallbacks"] == fallbacks and retriever.stats["lsh_hits"] == 1 - fallbacks, threshold
+    assert retriever.stats["multiprobe_fallbacks"] + retriever.stats["centroid_fallbacks"] + retriever.stats["exact_fallbacks"] == 1
+
+
+@pytest.mark.parametrize("answer", [RuntimeError("server gone"), {"communities": [999]}, "not json"])
+def test_a_failing_routing_call_is_counted_and_the_search_still_answers(answer):
+    def responder(messages, schema):
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    retriever, vectors, _ = _dual(FakeLLM(responder), min_similarity=0.99)
+    query = near(vectors, [300])[0]
+    found = retriever.search(query, "where is it?", 5)
+    assert retriever.stats["llm_route_failures"] == 1 and retriever.stats["llm_fallbacks"] == 0 and retriever.stats["exact_fallbacks"] == 1
+    assert [entity_id for entity_id, _ in found] == [f"e{i}" for i in np.argsort(-(vectors @ query))[:5]]
+
+
+def test_lsh_tables_and_bits_must_fit_the_vector():
+    vectors, labels = clustered()
+    too_many = Retriever(mode="dual", lsh_tables=24, lsh_bits=17)
+    with pytest.raises(ValueError, match=r"lsh_tables\*lsh_bits = 24\*17 exceeds the vector size 384"):
+        too_many.build([f"m{i}" for i in range(len(vectors))], vectors, labels)
+    auto = Retriever(mode="dual", lsh_tables=24)  # auto bits are capped at 384 // 24 = 16, never fewer tables
+    assert auto.table_bits(DIM, mean_community_size=1e9) == 16
+    auto.build([f"m{i}" for i in range(len(vectors))], vectors, labels)
+    assert auto._router is not None and auto._router.tables == 24
 
 
 def test_without_llm_an_unsure_query_falls_back_to_searching_more():
