@@ -164,16 +164,24 @@ def test_ncs_handles_removed_nodes():
     assert max(abs(ncs.pagerank()[v] - exact.pagerank()[v]) for v in exact.pagerank()) < 0.01
 
 
-def test_periodic_refresh_records_drift():
+def _drift_after_growth(push_epsilon: float, refresh_every: int = 5, drift_tolerance: float = 0.01, writes: int = 5) -> NodeScorer:
     graph, _ = random_growth(seed=6, n=80)
-    scorer = NodeScorer(ncs=True, refresh_every=5, push_epsilon=1e-2)
+    scorer = NodeScorer(ncs=True, refresh_every=refresh_every, drift_tolerance=drift_tolerance, push_epsilon=push_epsilon)
     scorer.on_write(graph, None, set(graph.assoc.nodes))
-    _, writes = random_growth(seed=7, n=5, graph=graph)
-    for changed in writes:
+    _, growth = random_growth(seed=7, n=writes, graph=graph)
+    for changed in growth:
         scorer.on_write(graph, None, changed)
-    assert scorer.stats["full_refreshes"] == 2  # the initial one, then the periodic one
-    drift = scorer.stats["last_drift"]
-    assert drift is not None and 0.0 <= drift["max_abs_score_drift"] and 0.0 <= drift["top10_agreement"] <= 1.0
+    return scorer
+
+
+def test_periodic_refresh_measures_how_far_ncs_drifted():
+    tight, loose = _drift_after_growth(push_epsilon=1e-7), _drift_after_growth(push_epsilon=2.0)
+    for scorer in (tight, loose):
+        assert scorer.stats["full_refreshes"] == 2  # the initial one, then the periodic one
+        assert [d["write"] for d in scorer.stats["drift"]] == [6]
+    # a tight push bound leaves little error (stale normalisers only); a loose one leaves a real error, and the measure sees it
+    assert tight.stats["last_drift"]["max_abs_score_drift"] < 0.005 and tight.stats["last_drift"]["top10_agreement"] == 1.0
+    assert loose.stats["last_drift"]["max_abs_score_drift"] > 5 * tight.stats["last_drift"]["max_abs_score_drift"]
 
 
 def test_bad_weights_are_rejected():
@@ -278,3 +286,12 @@ def test_read_path_on_memory_graph_matches_a_full_recompute():
     ids, matrix = graph.matrix()
     expected = [ids[i] for i in np.argsort(-(matrix @ query))[:5]]
     assert [entity_id for entity_id, _ in found] == expected
+
+
+def test_ncs_halves_its_refresh_interval_when_drift_exceeds_the_tolerance():
+    drifting = _drift_after_growth(push_epsilon=0.5, refresh_every=4, drift_tolerance=1e-6, writes=6)
+    steady = _drift_after_growth(push_epsilon=0.5, refresh_every=4, drift_tolerance=10.0, writes=6)
+    assert drifting.stats["drift"][0]["max_abs_score_drift"] > 1e-6  # so the tolerance was really exceeded
+    assert drifting.stats["refresh_interval"] == 2 and steady.stats["refresh_interval"] == 4
+    # after the periodic refresh at write 4, the halved interval refreshes again at write 6; the steady one waits for write 8
+    assert drifting.stats["full_refreshes"] == 3 and steady.stats["full_refreshes"] == 2
