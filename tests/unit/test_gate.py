@@ -134,3 +134,14 @@ def test_events_accumulate_instead_of_competing():
     trip = Entity("t2", "Ana went to Rome", "event", "Ana", "trip", "Rome")
     decision = gate.assess(trip, [Entity("t1", "Ana went to Paris", "event", "Ana", "trip", "Paris")])
     assert decision.commit and decision.competing == [] and trip.consistency == 1.0 and trip.belief == {"Rome": 1.0}
+
+
+def test_rho_exactly_at_rho_min_commits_and_just_below_queues():
+    """The gate commits when rho >= rho_min: the boundary itself is on the commit side."""
+    entity = lambda: Entity("n", "Ana has 2 kids.", "persona", subject="Ana", attribute="number of kids", value="2",
+                            directness=0.6, specificity=0.3)  # fmt: skip
+    rho = confidence(0.6, 1.0, 0.3, W)  # nothing held: consistency 1
+    at = ConfidenceGate(rho_min=rho, weights=W).assess(entity(), [])
+    assert at.rho == rho and at.commit
+    above = ConfidenceGate(rho_min=math.nextafter(rho, 1.0), weights=W).assess(entity(), [])
+    assert not above.commit and above.reason.startswith("rho ")
