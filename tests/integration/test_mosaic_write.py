@@ -4,10 +4,14 @@ and a paraphrase of a held fact raises no conflict."""
 
 from __future__ import annotations
 
+from functools import partial
+
 import pytest
 
-from mosaic.memory import MosaicMemory
 from core.api import Turn
+from mosaic.conflict import ConflictDetector
+from mosaic.memory import MosaicMemory
+from mosaic.retrieval import Retriever
 
 pytestmark = pytest.mark.integration
 
@@ -18,7 +22,7 @@ LATE = "4:30 pm on 20 June, 2023"
 @pytest.fixture(scope="module")
 def ingested(default_llm, embedder, tmp_path_factory):
     mem = MosaicMemory(llm=default_llm, embedder=embedder, workdir=tmp_path_factory.mktemp("mosaic"),
-                       conflict={"enabled": True, "k": 5}, retrieval={"mode": "exact"})
+                       conflict=partial(ConflictDetector, k=5), retrieval=partial(Retriever, mode="exact"))
     first = mem.add("ana", [
         Turn("S1:1", "Ana", "We have two dogs at home, Max and Bella."),
         Turn("S1:2", "Ana", "I work as a nurse at St. Mary's hospital."),
