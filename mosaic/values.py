@@ -134,7 +134,7 @@ def unit_of(token: str) -> tuple[str, float] | None:
 
 
 def _names_a_unit(registry: pint.UnitRegistry, token: str) -> bool:
-    """pint knows ``token`` as one unit, written as its exact symbol ("mg", "km") or as a name or
+    """pint knows ``token`` as one unit, written as its exact symbol ("kg", "km") or as a name or
     alias, possibly prefixed and plural ("months", "litres", "kilometres"); a symbol with a plural
     s ("cats": centi-at-s) or a prefix joined to a word is not a unit."""
     if token == "%":
