@@ -122,6 +122,10 @@ class MosaicMemory:
         self.extractor: EntityExtractor = _built("extract", extract, llm=llm)
         self.gate: ConfidenceGate = _built("gate", gate, llm=llm)
         self._prototype = self._new_namespace()  # builds every per-namespace part once: bad config fails here
+        try:
+            self._prototype.retriever.check_dim(int(embedder.dim))
+        except ValueError as err:
+            raise ConfigKeyError(f"system.retrieval: {err}") from err
         self._spaces: dict[str, _Namespace] = {}
         self.stats: dict[str, int] = {"turns": 0, "entities_extracted": 0, "committed": 0, "queued": 0, "updated": 0,
                                       "rejected": 0, "flagged": 0, "stale_decisions": 0, "id_collisions": 0}

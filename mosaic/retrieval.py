@@ -261,6 +261,11 @@ class Retriever:
                 texts.get(self.ids[i], "")[:80] for i in range(self._slices[community][0], min(self._slices[community][1], self._slices[community][0] + 3))
             )
 
+    def check_dim(self, dim: int) -> None:
+        """Fail now, not at the first search, when the LSH settings cannot fit ``dim``-d vectors."""
+        if self.mode == "dual":
+            self.table_bits(dim, 1.0)
+
     def table_bits(self, dim: int, mean_community_size: float) -> int:
         """Bits per LSH table: ``lsh_bits`` when set (too many for ``lsh_tables`` tables of a ``dim``-bit
         hash is an error), else ``auto_bits`` capped at what ``lsh_tables`` tables leave (dim // tables)."""

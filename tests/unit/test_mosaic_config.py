@@ -131,3 +131,5 @@ def test_the_retriever_is_built_at_start(tmp_path):
     """A retrieval mistake that only the constructor sees fails before any ingest, not at the first search."""
     with pytest.raises(REFUSED, match="system.retrieval: retrieval.hnsw_m=0 must be >= 1"):
         _build(["system.retrieval.hnsw_m=0"], tmp_path)
+    with pytest.raises(REFUSED, match=r"system.retrieval: retrieval: lsh_tables\*lsh_bits = 24\*17 exceeds the vector size 384"):
+        _build(["system.retrieval.lsh_bits=17"], tmp_path)
