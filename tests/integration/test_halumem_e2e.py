@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from eval.benchmarks.halumem import HaluMemBenchmark, load_halumem_jsonl
+from eval.benchmarks.halumem.benchmark import HaluMemBenchmark
+from eval.benchmarks.halumem.data import load_halumem_jsonl
 from eval.context import RunContext
 
 pytestmark = pytest.mark.integration
