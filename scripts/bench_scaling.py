@@ -43,9 +43,7 @@ import faiss
 import networkx as nx
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from mosaic.communities import Communities  # noqa: E402
+from mosaic.communities import Communities  # noqa: E402 (after the thread settings above)
 from mosaic.retrieval import Retriever  # noqa: E402
 from mosaic.scoring import NodeScorer  # noqa: E402
 
