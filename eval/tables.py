@@ -1,4 +1,5 @@
-"""Small helpers every benchmark's ``make_table`` can share: CI cells and md/csv/tex writers."""
+"""Small helpers every benchmark's ``make_table`` can share: percentile pairs and md/csv/tex writers
+(the CI cell is ``eval.metrics.format_ci``, beside the bootstrap it formats)."""
 
 from __future__ import annotations
 
@@ -6,14 +7,6 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-
-
-def format_ci(stat: dict[str, Any] | None, scale: float = 100.0, digits: int = 1) -> str:
-    """``{"mean", "ci_low", "ci_high"}`` -> ``"62.1 [58.0, 66.2]"`` (scaled); empty when no data."""
-    if not stat or stat.get("mean") is None:
-        return ""
-    mean, low, high = (stat[k] * scale for k in ("mean", "ci_low", "ci_high"))
-    return f"{mean:.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]"
 
 
 def format_pair(stat: dict[str, Any], keys: tuple[str, str] = ("p50", "p95"), digits: int = 2) -> str:

@@ -31,9 +31,7 @@ import time
 import uuid
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from core.llm import LocalLLM, OpenAICompatClient  # noqa: E402
+from core.llm import LocalLLM, OpenAICompatClient
 
 FILLER = (
     "Blood pressure targets, drug classes, monitoring intervals and lifestyle advice are written "

@@ -16,7 +16,8 @@ Everything is synthetic and seeded; no LLM and no embedder are needed.
   stand in for Leiden communities (at 1M vectors building G_A and running Leiden would dominate
   the run; in MOSAIC the communities come from Leiden on G_A). Recall is against exact search.
   With no LLM, a low-confidence LSH query uses the no-LLM fallback (Hamming-1 probing, then
-  exact search); ``llm_fallback_rate`` is the share of queries that would have called the LLM.
+  exact search); ``low_confidence_fallback_rate`` is the share of queries where LSH was unsure, which
+  in MOSAIC would have called the LLM (files written before the rename call it ``llm_fallback_rate``).
 
 Usage: ``python scripts/bench_scaling.py [--tiny|--small|--large] [--out results/bench]``
 """
@@ -43,9 +44,7 @@ import faiss
 import networkx as nx
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from mosaic.communities import Communities  # noqa: E402
+from mosaic.communities import Communities  # noqa: E402 (after the thread settings above)
 from mosaic.retrieval import Retriever  # noqa: E402
 from mosaic.scoring import NodeScorer  # noqa: E402
 
@@ -245,7 +244,7 @@ def bench_retrieval(n_items: int, n_queries: int, seed: int, spread: float, quer
     row["dual_recall_at_5"] = recall(found["dual"], truth, k)
     dual = retrievers["dual"]
     queries_seen = dual.stats["queries"]
-    row["llm_fallback_rate"] = dual.fallback_rate()
+    row["low_confidence_fallback_rate"] = dual.fallback_rate()
     row["dual_fallbacks"] = {key: dual.stats[key] for key in ("fallbacks", "multiprobe_fallbacks", "centroid_fallbacks", "exact_fallbacks")}
     row["dual_mean_candidates_scanned"] = dual.stats["candidates_scanned"] / queries_seen
     row["lsh_tables"], row["lsh_bits"] = dual._router.tables, dual._router.bits
@@ -255,6 +254,11 @@ def bench_retrieval(n_items: int, n_queries: int, seed: int, spread: float, quer
 
 
 # ---- plots ---------------------------------------------------------------------------------------
+def fallback_rate(row: dict) -> float:
+    """A retrieval row's low-confidence fallback rate, also from files written before the key was renamed."""
+    return row["low_confidence_fallback_rate"] if "low_confidence_fallback_rate" in row else row["llm_fallback_rate"]
+
+
 def plot(results: dict, out: Path) -> list[str]:
     import matplotlib
 
@@ -285,7 +289,7 @@ def plot(results: dict, out: Path) -> list[str]:
     axes[0].legend()
     axes[1].semilogx(xs, [r["dual_recall_at_5"] for r in retrieval], "o-", label="dual recall@5")
     axes[1].semilogx(xs, [r["hnsw_recall_at_5"] for r in retrieval], "s-", label="HNSW recall@5")
-    axes[1].semilogx(xs, [r["llm_fallback_rate"] for r in retrieval], "^--", label="fallback rate")
+    axes[1].semilogx(xs, [fallback_rate(r) for r in retrieval], "^--", label="low-confidence fallback rate")
     axes[1].set(xlabel="items", ylim=(0, 1.05), title="vs exact search")
     axes[1].legend()
     fig.tight_layout()
@@ -349,7 +353,7 @@ def main(argv: list[str] | None = None) -> dict:
             "normalise(topic + N(0,I/d)) with 10 communities per topic, item = normalise(centroid + "
             f"{args.spread}*N(0,I/d)), ~500 items per community; query = normalise(stored item + {args.query_noise}*N(0,I/d)); "
             "planted community labels stand in for Leiden communities; recall@5 against exact (flat) search; "
-            "no LLM, so low-confidence queries use the no-LLM fallback and llm_fallback_rate counts them",
+            "no LLM, so low-confidence queries use the no-LLM fallback and low_confidence_fallback_rate counts them",
         },
         "ncs": [],
         "retrieval": [],

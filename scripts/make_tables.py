@@ -1,6 +1,6 @@
 """Build paper-shaped tables from metrics.json files only (never from numbers typed in).
 
-    python scripts/make_tables.py [--root results/runs] [--out results/tables] [--convention mem0]
+    python -m scripts.make_tables [--root results/runs] [--out results/tables] [--convention mem0]
 
 Groups runs by benchmark, calls that benchmark class's static ``make_table`` (class path
 recorded in metrics.json as ``benchmark_target``), writes <out>/<benchmark>.{md,csv,tex}
@@ -16,13 +16,11 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from hydra.utils import get_class
+
+from eval.tables import to_markdown, write_tables
+
 REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
-
-from hydra.utils import get_class  # noqa: E402
-
-from eval.tables import to_markdown, write_tables  # noqa: E402
 
 
 def _field(metrics: dict[str, Any], name: str) -> Any:

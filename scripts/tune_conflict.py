@@ -1,4 +1,4 @@
-"""Detector-level harness for calibrating mosaic.conflict on a DEV suite (never on hypertension).
+"""Detector-level harness for calibrating mosaic.conflict on a DEV suite (eval suites are refused).
 
 Each context turn becomes one Entity in a real MemoryGraph (no extraction, so this measures the
 detector alone); every probe is checked against it. Per-case scores are written to
@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 from sklearn.metrics import roc_auc_score
 
-from eval.benchmarks.conflict_suite import Suite, load_suite
+from eval.benchmarks.conflict_suite import EvaluationSuiteError, Suite, load_suite, require_dev_suite
 from mosaic.conflict import ConflictDetector
 from core.embed import SentenceEmbedder
 from mosaic.entity import Entity
@@ -40,6 +40,15 @@ def graph_from_context(suite: Suite, context_id: str, embedder: SentenceEmbedder
     return graph
 
 
+def load_dev_suite(path: str) -> Suite:
+    """The suite at ``path`` if it is a dev suite; exits naming the reason for an evaluation suite
+    (its split field, or its content even when renamed or relabelled)."""
+    try:
+        return require_dev_suite(load_suite(path))
+    except EvaluationSuiteError as err:
+        raise SystemExit(str(err)) from err
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--suite", required=True)
@@ -50,10 +59,8 @@ def main() -> None:
     parser.add_argument("--out", default="results/conflict_dev")
     parser.add_argument("--max-false-alarm", type=float, default=0.10)
     args = parser.parse_args()
-    if "hypertension" in Path(args.suite).name:
-        raise SystemExit("hypertension is the evaluation suite: calibrate on a dev suite only")
     knobs = {k: json.loads(v) for k, v in (kv.split("=", 1) for kv in args.set)}
-    suite = load_suite(args.suite)
+    suite = load_dev_suite(args.suite)
     embedder = SentenceEmbedder(cache_path=".cache/embed_cache.sqlite")
     llm = LocalLLM(model=args.model, cache_path=".cache/llm_cache.sqlite", context_tokens=4096)
     graphs = {ctx: graph_from_context(suite, ctx, embedder) for ctx in suite.contexts}

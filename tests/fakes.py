@@ -50,3 +50,71 @@ def served_llm_stub(cache: Any = None, timeout_s: float = 600.0) -> Any:
     return SimpleNamespace(
         api_base="http://127.0.0.1:9/v1", api_key="none", model_id="m", meter=UsageMeter(), cache=cache, timeout_s=timeout_s
     )
+
+
+def schema_instance(schema: dict[str, Any], text: str) -> Any:
+    """A small value that satisfies ``schema`` (first enum value, one array item, strings from ``text``)."""
+    if "const" in schema:
+        return schema["const"]
+    if "enum" in schema:
+        return schema["enum"][0]
+    for key in ("anyOf", "oneOf"):
+        if key in schema:
+            return schema_instance(schema[key][0], text)
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        kind = next((k for k in kind if k != "null"), "null")
+    if kind == "object":
+        return {name: schema_instance(sub, text) for name, sub in schema.get("properties", {}).items()}
+    if kind == "array":
+        count = max(1, schema.get("minItems", 1))
+        count = min(count, schema.get("maxItems", count))
+        return [schema_instance(schema.get("items", {"type": "string"}), text) for _ in range(count)]
+    if kind == "string":
+        value = (text or "x")[: schema.get("maxLength", 120)]
+        return value.ljust(schema.get("minLength", 0), "x")
+    if kind in ("integer", "number"):
+        low, high = schema.get("minimum", 0), schema.get("maximum", None)
+        value = low if kind == "integer" else (0.5 if high is None or high >= 0.5 else high)
+        return max(low, value)
+    if kind == "boolean":
+        return False
+    return None
+
+
+class SchemaFakeLLM(FakeLLM):
+    """A FakeLLM built by Hydra (``llm._target_=tests.fakes.SchemaFakeLLM``): every JSON request gets a
+    schema-valid answer whose strings come from the last user message; free text gets a fixed reply.
+    For smoke tests of wiring and control flow only."""
+
+    def __init__(self, model_id: str = "fake-schema", reply: str = "I do not know.") -> None:
+        def respond(messages: list[dict[str, str]], schema: dict[str, Any] | None) -> Any:
+            last_user = next((m["content"] for m in reversed(messages) if m.get("role") == "user"), "")
+            return reply if schema is None else schema_instance(schema, last_user.splitlines()[-1] if last_user else "")
+
+        super().__init__(respond, model_id=model_id)
+        # what adapters of outside libraries read (core.api.ServedLLM); an unused port, never called here
+        self.api_base, self.api_key, self.cache, self.timeout_s = "http://127.0.0.1:9/v1", "none", None, 600.0
+
+    def close(self) -> None:
+        return None
+
+
+class HashEmbedder:
+    """Deterministic bag-of-hashed-words vectors (unit length); no model, built by Hydra in smoke tests."""
+
+    def __init__(self, dim: int = 64, model_id: str = "hash-embedder") -> None:
+        self.dim = dim
+        self.model_id = model_id
+
+    def encode(self, texts: list[str]) -> "np.ndarray":
+        import hashlib
+
+        import numpy as np
+
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for row, text in enumerate(texts):
+            for word in text.lower().split():
+                out[row, int(hashlib.md5(word.encode()).hexdigest(), 16) % self.dim] += 1.0
+            out[row] /= max(float(np.linalg.norm(out[row])), 1e-9)
+        return out

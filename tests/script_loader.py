@@ -1,18 +1,15 @@
-"""Import a file under scripts/ as a module, so tests can call its functions (scripts/ is not a package)."""
+"""Import a tool under scripts/ (a package) by name, for tests that call its functions.
+
+Equivalent to ``from scripts import <name>``; kept so that tests written against the former
+file-path loader keep working.
+"""
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
+import importlib
 from types import ModuleType
-
-SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
 
 
 def load_script(name: str) -> ModuleType:
-    """scripts/<name>.py, freshly executed as module ``name``."""
-    spec = importlib.util.spec_from_file_location(name, SCRIPTS / f"{name}.py")
-    assert spec is not None and spec.loader is not None, f"no script scripts/{name}.py"
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    """The module ``scripts.<name>``."""
+    return importlib.import_module(f"scripts.{name}")

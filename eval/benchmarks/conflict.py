@@ -32,8 +32,7 @@ from tqdm import tqdm
 
 from eval.benchmarks.conflict_suite import CONFLICT_TYPES, Suite, SuiteCase, load_suite
 from eval.context import RunContext
-from eval.metrics import bootstrap_ci
-from eval.tables import format_ci
+from eval.metrics import bootstrap, bootstrap_ci, format_ci
 from mosaic.values import quantities
 from core.api import AddReport, MemorySystem, Seedable, Snapshottable
 
@@ -230,35 +229,28 @@ def _rate(values: list[float], samples: int, seed: int) -> dict[str, Any]:
 
 
 def _precision_f1(rows: list[dict[str, Any]], key: str, samples: int, seed: int) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Precision and F1 over cases, with a case-resampling bootstrap CI."""
+    """Precision and F1 over cases, with a case-resampling bootstrap CI (the same resamples for both)."""
+    conflict = [float(r["conflict"]) for r in rows]
+    detected = [float(bool(r[key])) for r in rows]
 
-    def point(sample: list[dict[str, Any]]) -> tuple[float | None, float | None]:
-        tp = sum(1 for r in sample if r["conflict"] and r[key])
-        fp = sum(1 for r in sample if not r["conflict"] and r[key])
-        fn = sum(1 for r in sample if r["conflict"] and not r[key])
-        precision = tp / (tp + fp) if tp + fp else None
-        recall = tp / (tp + fn) if tp + fn else None
-        f1 = (2 * precision * recall / (precision + recall) if precision and recall else 0.0) if precision is not None and recall is not None else None
-        return precision, f1
+    def precision_recall(conflict: np.ndarray, detected: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        tp = (conflict * detected).sum(axis=1)
+        fp = ((1 - conflict) * detected).sum(axis=1)
+        fn = (conflict * (1 - detected)).sum(axis=1)
+        return np.where(tp + fp > 0, tp / (tp + fp), np.nan), np.where(tp + fn > 0, tp / (tp + fn), np.nan)
 
-    p, f = point(rows)
-    rng = np.random.default_rng(seed)
-    boots_p, boots_f = [], []
-    for _ in range(samples if rows else 0):
-        sample = [rows[i] for i in rng.integers(0, len(rows), size=len(rows))]
-        bp, bf = point(sample)
-        if bp is not None:
-            boots_p.append(bp)
-        if bf is not None:
-            boots_f.append(bf)
+    def precision(conflict: np.ndarray, detected: np.ndarray) -> np.ndarray:
+        return precision_recall(conflict, detected)[0]
 
-    def cell(value: float | None, boots: list[float]) -> dict[str, Any]:
-        if value is None or not boots:
-            return {"mean": value, "ci_low": None, "ci_high": None, "n": len(rows)}
-        low, high = np.percentile(boots, [2.5, 97.5])
-        return {"mean": float(value), "ci_low": float(low), "ci_high": float(high), "n": len(rows)}
+    def f1(conflict: np.ndarray, detected: np.ndarray) -> np.ndarray:
+        p, r = precision_recall(conflict, detected)
+        return np.where((p > 0) & (r > 0), 2 * p * r / (p + r), np.where(np.isnan(p) | np.isnan(r), np.nan, 0.0))
 
-    return cell(p, boots_p), cell(f, boots_f)
+    cases = (conflict, detected)
+    return (
+        bootstrap(precision, cases, n_samples=samples, seed=seed, n=len(rows)),
+        bootstrap(f1, cases, n_samples=samples, seed=seed, n=len(rows)),
+    )
 
 
 def _block(rows: list[dict[str, Any]], key: str, samples: int, seed: int) -> dict[str, Any]:

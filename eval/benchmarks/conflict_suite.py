@@ -2,10 +2,16 @@
 
 Kept apart from the benchmark so that tools (the dev-split tuner, tests) can read suites
 without the runner. A malformed suite fails on load with the case id and the field at fault.
+
+Every suite says which split it belongs to: ``"dev"`` suites may shape code, prompts and
+thresholds; ``"eval"`` suites are for reporting only. ``require_dev_suite`` is the gate every
+calibration tool calls: it refuses a suite marked eval and, whatever the file is called or says
+about itself, a suite whose content fingerprint is that of a known evaluation suite.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,6 +20,14 @@ from typing import Any
 from core.api import Turn
 
 CONFLICT_TYPES = ("numeric", "semantic", "logical")
+SPLITS = ("dev", "eval")
+
+# Content fingerprints (``suite_fingerprint``) of the evaluation suites: a renamed or relabelled
+# copy of one of them is still refused by ``require_dev_suite``. A test checks that every suite
+# under data/conflicts marked "eval" is listed here.
+EVAL_SUITE_FINGERPRINTS: dict[str, str] = {
+    "hypertension": "dfc80b15b59b881379699cc7e2f4a13d887c75bc04720fb659bfcc74bd9bd332",
+}
 
 
 class SuiteFormatError(ValueError):
@@ -38,7 +52,9 @@ class Suite:
     description: str
     contexts: dict[str, list[dict[str, str]]]
     cases: list[SuiteCase]
+    split: str = "dev"
     path: str = ""
+    fingerprint: str = ""
 
     def context_turns(self, context_id: str, session_time: str | None = None) -> list[Turn]:
         """The context's turns with the ids the benchmark scores against: ``"<context>:<index>"``."""
@@ -79,6 +95,8 @@ def parse_suite(data: Any, where: str = "<suite>") -> Suite:
     for key, kind in (("name", str), ("description", str), ("contexts", dict), ("cases", list)):
         if not isinstance(data.get(key), kind):
             raise _fail(where, None, key, f"missing or not a {kind.__name__}")
+    if data.get("split") not in SPLITS:
+        raise _fail(where, None, "split", f"must be one of {SPLITS} (dev suites may shape code; eval suites only report), got {data.get('split')!r}")
     contexts: dict[str, list[dict[str, str]]] = {}
     for ctx_id, turns in data["contexts"].items():
         if not isinstance(turns, list) or not turns:
@@ -115,8 +133,6 @@ def parse_suite(data: Any, where: str = "<suite>") -> Suite:
                 raise _fail(where, case_id, "explicit", "a conflicting case needs true or false")
             if not refs:
                 raise _fail(where, case_id, "conflicts_with", "a conflicting case must name at least one context turn")
-            if ctype == "logical" and len(set(refs)) < 2:
-                raise _fail(where, case_id, "conflicts_with", "a logical conflict needs two or more context turns")
         else:
             if ctype is not None:
                 raise _fail(where, case_id, "type", "must be null for a non-conflicting case")
@@ -127,7 +143,28 @@ def parse_suite(data: Any, where: str = "<suite>") -> Suite:
         cases.append(SuiteCase(case_id, ctx, probe["speaker"], probe["text"], conflict, ctype, explicit, tuple(refs)))
     if not cases:
         raise _fail(where, None, "cases", "the suite has no cases")
-    return Suite(data["name"], data["description"], contexts, cases, where)
+    return Suite(data["name"], data["description"], contexts, cases, data["split"], where, suite_fingerprint(data))
+
+
+def suite_fingerprint(data: dict[str, Any]) -> str:
+    """sha256 of a suite's contexts and cases in canonical JSON: the same for a renamed,
+    re-described, relabelled (``split``) or reformatted copy."""
+    content = {"contexts": data.get("contexts"), "cases": data.get("cases")}
+    return hashlib.sha256(json.dumps(content, sort_keys=True, ensure_ascii=False, separators=(",", ":")).encode("utf-8")).hexdigest()
+
+
+class EvaluationSuiteError(ValueError):
+    """A calibration tool was handed an evaluation suite (by its split field or its content)."""
+
+
+def require_dev_suite(suite: Suite) -> Suite:
+    """Return ``suite`` if calibration may use it; raise EvaluationSuiteError for an eval suite."""
+    if suite.split != "dev":
+        raise EvaluationSuiteError(f"{suite.path}: field 'split' is {suite.split!r}: evaluation suites never shape code; calibrate on a dev suite (data/conflicts/household_finance.json, workplace_policy.json)")
+    known = {fp: name for name, fp in EVAL_SUITE_FINGERPRINTS.items()}
+    if suite.fingerprint in known:
+        raise EvaluationSuiteError(f"{suite.path}: its contexts and cases are those of the evaluation suite {known[suite.fingerprint]!r} (content fingerprint), whatever its name or split field says; calibrate on a dev suite")
+    return suite
 
 
 def load_suite(path: str | Path) -> Suite:

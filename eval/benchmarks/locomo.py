@@ -25,8 +25,8 @@ from tqdm import tqdm
 
 from eval.context import JsonlRows, RunContext
 from eval.judge import LLMJudge
-from eval.metrics import bleu1, bootstrap_ci, evidence_recall, percentiles, set_f1_mem0, token_f1
-from eval.tables import format_ci, format_pair
+from eval.metrics import bleu1, bootstrap_ci, evidence_recall, format_ci, percentiles, set_f1_mem0, token_f1
+from eval.tables import format_pair
 from core.llm import usage_since
 from core.api import AddReport, LLMUsage, MemorySystem, Turn
 

@@ -45,7 +45,7 @@ def test_judge_grades_clear_cases(small_llm):
     same = judge.judge("What did Melanie paint?", "A sunrise", "a sunrise over a lake")
     assert same["label"] == "CORRECT", same
     other = judge.judge("What is the name of Ann's dog?", "Rex", "Her dog is called Bella")
-    assert other["label"] in ("WRONG", None), other  # None only as a counted schema failure
+    assert other["label"] == "WRONG", other  # a schema failure (None) on a clear case is a fault too
     assert small_llm.usage.by_purpose["judge"]["calls"] >= 2
 
 

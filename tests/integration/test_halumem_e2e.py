@@ -4,15 +4,18 @@ implies, that judges really ran, resumption without new LLM calls, and the table
 
 from __future__ import annotations
 
-import importlib
 import logging
 import math
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hydra.utils import instantiate
+from omegaconf import OmegaConf
 
-from eval.benchmarks.halumem import HaluMemBenchmark, load_halumem_jsonl
+from eval.answerer import Answerer
+from eval.benchmarks.halumem.benchmark import HaluMemBenchmark
+from eval.benchmarks.halumem.data import load_halumem_jsonl
 from eval.context import RunContext
 
 pytestmark = pytest.mark.integration
@@ -22,25 +25,9 @@ CONF = Path(__file__).resolve().parents[2] / "conf"
 
 
 def _system_from_config(name: str, llm: Any, embedder: Any, workdir: Path) -> Any:
-    """Build the system as the runner does, from conf/system/<name>.yaml; skip if its code is missing."""
-    from hydra.utils import instantiate
-    from omegaconf import OmegaConf
-
+    """Build the system as the runner does, from conf/system/<name>.yaml (an import error fails the test)."""
     cfg = OmegaConf.create({"seed": 0, "system": OmegaConf.load(CONF / "system" / f"{name}.yaml")})
-    module = str(cfg.system._target_).rsplit(".", 1)[0]
-    try:
-        importlib.import_module(module)
-    except ImportError as err:  # written by another issue; the test stands ready for it
-        pytest.skip(f"system {name} ({module}) is not importable: {err}")
     return instantiate(cfg.system, llm=llm, embedder=embedder, workdir=str(workdir), _convert_="all")
-
-
-def _answerer(llm: Any) -> Any:
-    try:
-        from eval.answerer import Answerer
-    except ImportError:  # the shared answerer is written separately; same contract
-        pytest.skip("eval.answerer.Answerer is not importable")
-    return Answerer(llm)
 
 
 def _expected_counts(limit_users: int | None) -> dict[str, int]:
@@ -66,7 +53,7 @@ def _check_metric(metric: dict[str, Any] | None) -> None:
 
 def _run_and_check(system: Any, llm: Any, run_dir: Path, limit_users: int | None) -> dict[str, Any]:
     bench = HaluMemBenchmark(path=str(TINY), limit_users=limit_users, bootstrap_samples=200)
-    ctx = RunContext(run_dir=run_dir, cfg=None, llm=llm, judge_llm=llm, embedder=None, answerer=_answerer(llm), log=logging.getLogger("test"))
+    ctx = RunContext(run_dir=run_dir, cfg=None, llm=llm, judge_llm=llm, embedder=None, answerer=Answerer(llm), log=logging.getLogger("test"))
     before = llm.usage
     metrics = bench.run(system, ctx)
     expected = _expected_counts(limit_users)

@@ -1,34 +1,22 @@
-"""Every config group option composes, and the runner's config hash and validation behave."""
+"""Every config group option composes and is instantiated (values checked on the built object), and
+the runner's config hash and validation behave."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
-from hydra import compose, initialize_config_dir
-from hydra.core.global_hydra import GlobalHydra
-from hydra.core.hydra_config import HydraConfig
 from hydra.utils import get_class, instantiate
-from omegaconf import OmegaConf, open_dict
+from omegaconf import DictConfig, OmegaConf
 
-from eval.runner import ConfigError, config_hash, run_dir_for, validate
-
-CONF = Path(__file__).resolve().parents[2] / "conf"
-
-
-def _options(group: str) -> list[str]:
-    return sorted(p.stem for p in (CONF / group).glob("*.yaml"))
-
-
-def _compose(overrides: list[str]):
-    GlobalHydra.instance().clear()
-    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        cfg = compose("config", overrides=overrides, return_hydra_config=True)
-        HydraConfig.instance().set_config(cfg)
-        OmegaConf.set_readonly(cfg.hydra, False)
-        with open_dict(cfg):
-            cfg.hydra.runtime.cwd = str(CONF.parent)
-        return cfg
+from core.api import MemorySystem
+from core.embed import Embedder
+from eval.loggers import RunLogger
+from eval.runner import ConfigError, build_system, config_hash, run_dir_for, validate
+from tests.fakes import HashEmbedder, SchemaFakeLLM
+from tests.hydra_config import compose_config as _compose
+from tests.hydra_config import options as _options
 
 
 @pytest.mark.parametrize(
@@ -69,7 +57,76 @@ def test_missing_values_are_reported_with_a_fix():
         validate(cfg)
 
 
-def test_loggers_instantiate():
-    for name in _options("logger"):
-        cfg = _compose([f"logger={name}"])
-        assert hasattr(instantiate(cfg.logger), "log_run")
+# -- every option of every group is built, not only composed ----------------------------------
+OPENAI_COMPAT = ["llm.base_url=http://127.0.0.1:9", "llm.model=m"]
+JUDGE_COMPAT = ["judge.llm.base_url=http://127.0.0.1:9", "judge.llm.model=m"]
+
+
+def _scalar_values_arrived(node: Any, built: Any) -> list[str]:
+    """Each scalar config key that the built object keeps under the same name holds the config value.
+
+    Returns the keys compared (the caller checks that there were some, so the check is not vacuous).
+    """
+    config = OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else dict(node)
+    compared = []
+    for key, value in config.items():
+        # None means "choose for me" (threads: the CPU count), so the object may hold its choice
+        if key.startswith("_") or value is None or isinstance(value, (dict, list)) or not hasattr(built, key):
+            continue
+        kept = getattr(built, key)
+        if isinstance(kept, (str, int, float, bool)) or kept is None:
+            assert kept == value, f"{type(built).__name__}.{key} = {kept!r}, config says {value!r}"
+            compared.append(key)
+    return compared
+
+
+def _build_group(cfg: DictConfig, group: str, tmp_path: Path) -> tuple[Any, Any]:
+    """(config node, object) of one group, built the way eval.runner builds it, on fakes where a
+    constructor needs an LLM or an embedder."""
+    llm, embedder = SchemaFakeLLM(), HashEmbedder()
+    if group == "system":
+        return cfg.system, build_system(cfg, llm, embedder, tmp_path / "run")
+    if group == "benchmark":
+        return cfg.benchmark, instantiate(cfg.benchmark, _convert_="all")
+    if group == "answerer":
+        return cfg.answerer, instantiate(cfg.answerer, llm=llm)
+    if group == "judge":
+        return cfg.judge.llm, instantiate(cfg.judge.llm)
+    return cfg[group], instantiate(cfg[group])
+
+
+# isinstance against a runtime Protocol reads every member, and an LLM client's ``model_id`` may ask
+# the server (vllm: model null); LLM clients are checked on their class instead.
+PROTOCOL = {"embedder": Embedder, "logger": RunLogger, "system": MemorySystem}
+
+
+@pytest.mark.parametrize(
+    ("group", "option"),
+    [(group, option) for group in ("system", "benchmark", "llm", "judge", "embedder", "answerer", "logger") for option in _options(group)],
+)
+def test_every_group_option_instantiates_with_its_values(group, option, tmp_path):
+    overrides = [f"{group}={option}"] + {("llm", "openai_compat"): OPENAI_COMPAT, ("judge", "openai_compat"): JUDGE_COMPAT}.get((group, option), [])
+    cfg = _compose(overrides)
+    validate(cfg)
+    if group == "judge" and cfg.judge.llm is None:
+        assert option == "same"  # the only option that reuses the systems' client; the runner then passes llm itself
+        return
+    node, built = _build_group(cfg, group, tmp_path)
+    assert type(built) is get_class(node._target_)
+    if group in PROTOCOL:
+        assert isinstance(built, PROTOCOL[group]), f"{node._target_} does not satisfy {PROTOCOL[group].__name__}"
+    if group in ("llm", "judge"):
+        assert all(callable(getattr(type(built), name, None)) for name in ("chat", "chat_json")) and isinstance(type(built).model_id, property)
+    if group == "benchmark":
+        assert callable(built.run) and callable(type(built).make_table)
+    compared = _scalar_values_arrived(node, built)
+    settings = [key for key in node if not str(key).startswith("_")]
+    assert compared or not settings, f"{node._target_}: none of {settings} could be checked on the built object"
+
+
+@pytest.mark.parametrize("override", [f"experiment={n}" for n in _options("experiment")] + [f"ablation={n}" for n in _options("ablation")])
+def test_every_experiment_and_ablation_builds_its_system_and_benchmark(override, tmp_path):
+    cfg = _compose([override])
+    for group in ("system", "benchmark"):
+        node, built = _build_group(cfg, group, tmp_path)
+        assert type(built) is get_class(node._target_)

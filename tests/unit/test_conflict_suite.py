@@ -16,6 +16,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 MINI = {
     "name": "mini",
+    "split": "dev",
     "description": "hand-made",
     "contexts": {"c": [
         {"speaker": "a", "text": "Rent is 1,650 dollars a month."},
@@ -47,10 +48,11 @@ def test_shipped_suites_are_valid_and_shaped_as_the_issue_asks():
     conflicting = [c for c in hyp.cases if c.conflict]
     assert len(conflicting) == 50
     assert {t: sum(c.type == t for c in conflicting) for t in ("numeric", "semantic", "logical")} == {"numeric": 14, "semantic": 13, "logical": 23}
-    assert all(len(set(c.conflicts_with)) >= 2 for c in conflicting if c.type == "logical")
+    assert hyp.split == "eval"
     assert sum(not c.conflict for c in hyp.cases) >= 30
     for dev_file in ("household_finance.json", "workplace_policy.json"):
         dev = load_suite(REPO / "data/conflicts" / dev_file)
+        assert dev.split == "dev"
         assert sum(c.conflict for c in dev.cases) >= 20 and sum(not c.conflict for c in dev.cases) >= 15
         assert {c.type for c in dev.cases if c.conflict} == {"numeric", "semantic", "logical"}
         dev_probes = [c.probe_text for c in dev.cases]
@@ -64,7 +66,7 @@ def test_shipped_suites_are_valid_and_shaped_as_the_issue_asks():
     [
         (lambda d: d["cases"][0].pop("type"), "n1", "type"),
         (lambda d: d["cases"][0].update(conflicts_with=[7]), "n1", "conflicts_with"),
-        (lambda d: d["cases"][1].update(conflicts_with=[1]), "l1", "conflicts_with"),
+        (lambda d: d["cases"][1].update(conflicts_with=[]), "l1", "conflicts_with"),
         (lambda d: d["cases"][2].update(type="numeric"), "ok1", "type"),
         (lambda d: d["cases"][2].update(explicit=True), "ok1", "explicit"),
         (lambda d: d["cases"][1].update(explicit="yes"), "l1", "explicit"),
@@ -81,6 +83,23 @@ def test_malformed_suite_names_case_and_field(mutate, case_id, field):
         parse_suite(data, "mini.json")
     message = str(err.value)
     assert f"case {case_id!r}" in message and f"field {field!r}" in message and "mini.json" in message
+
+
+@pytest.mark.parametrize("split", [None, "test", "EVAL", ""])
+def test_split_field_is_required_and_dev_or_eval(split):
+    data = copy.deepcopy(MINI)
+    data.pop("split") if split is None else data.update(split=split)
+    with pytest.raises(SuiteFormatError, match="field 'split'"):
+        parse_suite(data, "mini.json")
+    assert parse_suite({**data, "split": "eval"}).split == "eval"
+
+
+def test_logical_conflict_may_rest_on_one_context_turn():
+    """One held fact plus the probe and general knowledge (an allergy and a drug of that class) is honest."""
+    data = copy.deepcopy(MINI)
+    data["cases"][1]["conflicts_with"] = [1]
+    case = parse_suite(data).cases[1]
+    assert case.type == "logical" and case.conflicts_with == (1,)
 
 
 def test_bad_file_errors_name_the_file(tmp_path):

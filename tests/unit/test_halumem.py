@@ -10,21 +10,11 @@ from typing import Any
 
 import pytest
 
-from eval.benchmarks.halumem import (
-    QUESTION_TYPES,
-    HaluMemBenchmark,
-    HaluMemSchemaError,
-    by_memory_type,
-    by_question_type,
-    extraction_metrics,
-    f1_score,
-    halumem_time_to_iso,
-    label_metrics,
-    load_halumem_hub,
-    load_halumem_jsonl,
-)
+from eval.benchmarks.halumem.benchmark import HaluMemBenchmark
+from eval.benchmarks.halumem.data import QUESTION_TYPES, HaluMemSchemaError, halumem_time_to_iso, load_halumem_hub, load_halumem_jsonl
+from eval.benchmarks.halumem.metrics import by_memory_type, by_question_type, extraction_metrics, f1_score, label_metrics
 from eval.context import RunContext
-from eval.halumem_judge import ACCURACY_SCHEMA, INTEGRITY_SCHEMA, QA_SCHEMA, UPDATE_SCHEMA, HaluMemJudge
+from eval.benchmarks.halumem.judge import ACCURACY_SCHEMA, INTEGRITY_SCHEMA, QA_SCHEMA, UPDATE_SCHEMA, HaluMemJudge
 from core.api import AddReport, Retrieved, StoredItem, Turn
 from tests.fakes import FakeLLM
 

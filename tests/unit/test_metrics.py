@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
 from eval.metrics import (
+    bootstrap,
+    format_ci,
     bleu1,
     bootstrap_ci,
     evidence_recall,
@@ -85,3 +88,40 @@ def test_bootstrap_empty_and_none_values():
 def test_percentiles_linear_interpolation():
     assert percentiles([1, 2, 3, 4, 5]) == {"p50": 3.0, "p95": pytest.approx(4.8)}
     assert percentiles([]) == {"p50": None, "p95": None}
+
+
+# -- the one bootstrap behind every CI, and the one table cell ---------------------------------
+def test_bootstrap_of_a_ratio_resamples_numerator_and_denominator_together():
+    num, den = [1.0, 0.0, 2.0, 1.0], [1.0, 1.0, 2.0, 4.0]
+    out = bootstrap(lambda n, d: n.sum(axis=1) / d.sum(axis=1), (num, den), n_samples=400, seed=3)
+    assert out["mean"] == pytest.approx(4 / 8) and out["n"] == 4
+    rng = np.random.default_rng(3)  # the same resamples by hand
+    idx = rng.integers(0, 4, size=(400, 4))
+    boot = np.asarray(num)[idx].sum(axis=1) / np.asarray(den)[idx].sum(axis=1)
+    assert (out["ci_low"], out["ci_high"]) == tuple(np.percentile(boot, [2.5000000000000027, 97.5]))
+
+
+def test_bootstrap_groups_are_resampled_independently_and_undefined_resamples_dropped():
+    def difference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return a.mean(axis=1) - b.mean(axis=1)
+
+    out = bootstrap(difference, [1.0, 1.0, 0.0], [0.0, 0.0, 0.0, 1.0], n_samples=300, seed=0, n=7)
+    assert out["mean"] == pytest.approx(2 / 3 - 1 / 4) and out["n"] == 7
+    assert out["ci_low"] < out["mean"] < out["ci_high"]
+
+    def undefined_when_all_zero(a: np.ndarray) -> np.ndarray:
+        total = a.sum(axis=1)
+        return np.where(total > 0, a.max(axis=1), np.nan)
+
+    sparse = bootstrap(undefined_when_all_zero, [0.0] * 9 + [1.0], n_samples=200, seed=1)
+    assert sparse["mean"] == 1.0 and sparse["ci_low"] == sparse["ci_high"] == 1.0  # NaN resamples left out
+    assert bootstrap(undefined_when_all_zero, [0.0, 0.0])["mean"] is None
+    assert bootstrap(difference, [], [1.0])["mean"] is None
+
+
+def test_format_ci_is_the_one_cell():
+    stat = {"mean": 0.6213, "ci_low": 0.58, "ci_high": 0.6624}
+    assert format_ci(stat) == "62.1 [58.0, 66.2]"
+    assert format_ci(stat, digits=2, ci_digits=1) == "62.13 [58.0, 66.2]"
+    assert format_ci({"mean": 0.5, "ci_low": None, "ci_high": None}) == "50.0"
+    assert format_ci(None) == "" and format_ci({"mean": None}, missing="-") == "-"

@@ -1,0 +1,288 @@
+"""The HaluMem run loop (arXiv 2511.03506): memory extraction, updating and QA, scored operation by operation.
+
+Protocol, following HaluMem's own toolkit (MemTensor/HaluMem ``eval/eval_*.py`` and
+``eval/evaluation.py``): for each user, sessions are added in order; right after each session
+
+* extraction: every gold point of the session that is not a searched update (interference
+  points included) is judged 0/1/2 against everything the system stored in that session, and
+  every stored memory is judged for accuracy against the dialogue and the session's
+  non-interference gold points;
+* updating: each update point (``is_update == "True"`` with original memories) is searched with
+  its own content (``update_k`` = 10 results) and judged Correct/Hallucination/Omission/Other;
+* QA: each question of the session is searched (``qa_k`` = 20 results), answered by the shared
+  answerer and judged Correct/Hallucination/Omission.
+
+Sessions flagged ``is_generated_qa_session`` (HaluMem-Long filler) are added but not scored.
+Systems that cannot list what they stored (not ``Inspectable``; Zep-like) get no extraction
+metrics, as in the paper. Rows are appended as they are produced, so a killed run resumes
+(memory state is rebuilt by replaying adds; the LLM cache makes that cheap).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from core.api import AddReport, Inspectable, MemorySystem, StoredItem, Turn
+from eval.benchmarks.halumem.data import HUB_REPO, HaluMemUser, Session, halumem_time_to_iso, load_halumem_hub, load_halumem_jsonl
+from eval.benchmarks.halumem.judge import HaluMemJudge, Verdict
+from eval.benchmarks.halumem.metrics import by_memory_type, by_question_type, extraction_metrics, label_metrics
+from eval.benchmarks.halumem.table import make_table
+from eval.context import RunContext
+
+log = logging.getLogger(__name__)
+
+
+def _snapshot_stored(system: Any, namespace: str) -> dict[tuple[str, str], StoredItem]:
+    return {(item.memory_id, item.text): item for item in system.stored_items(namespace)}
+
+
+def _dialogue_text(session: Session) -> str:
+    return "\n".join(f"[{t.timestamp or session.start_time}] {t.role}: {t.content}" for t in session.dialogue)
+
+
+@dataclass
+class HaluMemBenchmark:
+    """HaluMem on any ``MemorySystem``; see the module docstring for the protocol."""
+
+    path: str | None = None
+    variant: str | None = None  # Medium | Long: table label and hub file; None = from the file name
+    hub_repo: str = HUB_REPO
+    hub_revision: str | None = None
+    name: str = "halumem"
+    update_k: int = 10
+    qa_k: int = 20
+    extraction_source: str = "auto"  # auto | inspect | report | none
+    limit_users: int | None = None
+    limit_sessions: int | None = None
+    judge_max_tokens: int = 200
+    judge_attempts: int = 2
+    bootstrap_samples: int = 1000
+    seed: int = 0
+    _users: list[HaluMemUser] | None = field(default=None, repr=False)
+
+    @property
+    def variant_label(self) -> str:
+        """The variant named in tables: as configured, else guessed from the file name."""
+        if self.variant:
+            return self.variant
+        stem = Path(self.path).stem.lower() if self.path else "medium"
+        return "Long" if "long" in stem else "Medium" if "medium" in stem else f"custom:{Path(str(self.path)).name}"
+
+    def load(self) -> list[HaluMemUser]:
+        if self._users is None:
+            users = load_halumem_jsonl(self.path) if self.path else load_halumem_hub(self.variant_label, self.hub_repo, self.hub_revision)
+            if self.limit_users is not None:
+                users = users[: self.limit_users]
+            self._users = users
+        return self._users
+
+    def _extraction_mode(self, system: MemorySystem) -> str:
+        mode = self.extraction_source
+        if mode not in ("auto", "inspect", "report", "none"):
+            raise ValueError(f"halumem extraction_source must be auto|inspect|report|none, got {mode!r}")
+        if mode == "auto":
+            return "inspect" if isinstance(system, Inspectable) else "none"
+        if mode == "inspect" and not isinstance(system, Inspectable):
+            raise ValueError(f"system {getattr(system, 'name', system)!r} cannot list what it stored (not Inspectable); use extraction_source=report or none")
+        return mode
+
+    # -- running ----------------------------------------------------------------------------
+    def run(self, system: MemorySystem, ctx: RunContext) -> dict[str, Any]:
+        users = self.load()
+        judge = HaluMemJudge(ctx.judge_llm, max_tokens=self.judge_max_tokens, attempts=self.judge_attempts)
+        mode = self._extraction_mode(system)
+        rows = {name: ctx.rows(f"halumem_{name}") for name in ("sessions", "integrity", "accuracy", "updates", "qa", "users")}
+        for user in users:
+            if user.uuid in rows["users"]:
+                continue
+            self._run_user(user, system, ctx, judge, mode, rows)
+            rows["users"].append({"key": user.uuid, "sessions": len(self._sessions(user))})
+        return self.aggregate(
+            {name: table.rows() for name, table in rows.items()},
+            extraction_mode=mode,
+            system_name=getattr(system, "name", type(system).__name__),
+        )
+
+    def _sessions(self, user: HaluMemUser) -> tuple[Session, ...]:
+        return user.sessions if self.limit_sessions is None else user.sessions[: self.limit_sessions]
+
+    def _run_user(self, user: HaluMemUser, system: MemorySystem, ctx: RunContext, judge: HaluMemJudge, mode: str, rows: dict[str, Any]) -> None:
+        namespace = f"halumem-{user.uuid}"
+        system.reset(namespace)
+        held = _snapshot_stored(system, namespace) if mode == "inspect" else {}
+        sessions = self._sessions(user)
+        ctx.log.info("halumem user %s (%s): %d sessions", user.uuid, user.name, len(sessions))
+        for s_idx, session in enumerate(sessions):
+            key = f"{user.uuid}:{s_idx}"
+            turns = [
+                Turn(
+                    turn_id=f"{s_idx}:{t.dialogue_turn}:{t.role}",
+                    speaker=user.name if t.role == "user" else t.role,
+                    text=t.content,
+                    session_time=halumem_time_to_iso(t.timestamp or session.start_time),
+                )
+                for t in session.dialogue
+            ]
+            report: AddReport = system.add(namespace, turns, session_time=halumem_time_to_iso(session.start_time))
+            if mode == "inspect":
+                now = _snapshot_stored(system, namespace)
+                stored = [item for k, item in now.items() if k not in held]
+                held = now
+            else:
+                stored = list(report.stored) if mode == "report" else []
+            rows["sessions"].append(
+                {
+                    "key": key,
+                    "generated_qa_session": session.is_generated_qa_session,
+                    "n_turns": len(turns),
+                    "n_stored": len(stored),
+                    "n_updated": len(report.updated),
+                    "n_rejected": len(report.rejected),
+                    "n_flagged": len(report.flagged),
+                    "add_failures": report.failures,
+                    "usage": report.usage.__dict__,
+                }
+            )
+            if session.is_generated_qa_session:
+                continue
+            if mode != "none":
+                self._judge_extraction(user, s_idx, session, [item.text for item in stored], judge, rows)
+            self._judge_updates(user, s_idx, session, system, namespace, judge, rows)
+            self._answer_questions(user, s_idx, session, system, namespace, ctx, judge, rows)
+
+    def _judge_extraction(self, user: HaluMemUser, s_idx: int, session: Session, stored: list[str], judge: HaluMemJudge, rows: dict[str, Any]) -> None:
+        for point in session.memory_points:
+            key = f"{user.uuid}:{s_idx}:{point.index}"
+            if point.is_searched_update or key in rows["integrity"]:
+                continue
+            if stored:
+                verdict = judge.integrity(stored, point.content)
+                score, failure, reason = verdict.value, verdict.failure, verdict.reason
+            else:  # nothing stored: HaluMem scores 0 without asking the judge
+                score, failure, reason = 0, None, "nothing stored in this session"
+            rows["integrity"].append(
+                {
+                    "key": key,
+                    "uuid": user.uuid,
+                    "session": s_idx,
+                    "memory_content": point.content,
+                    "memory_type": point.memory_type,
+                    "memory_source": point.memory_source,
+                    "is_interference": point.is_interference,
+                    "importance": point.importance,
+                    "score": score,
+                    "failure": failure,
+                    "reason": reason,
+                    "n_stored": len(stored),
+                }
+            )
+        gold = [p.content for p in session.memory_points if not p.is_interference]
+        dialogue = _dialogue_text(session)
+        for m_idx, text in enumerate(stored):
+            key = f"{user.uuid}:{s_idx}:m{m_idx}"
+            if key in rows["accuracy"]:
+                continue
+            verdict = judge.accuracy(dialogue, gold, text)
+            rows["accuracy"].append(
+                {
+                    "key": key,
+                    "uuid": user.uuid,
+                    "session": s_idx,
+                    "memory": text,
+                    "score": verdict.value,
+                    "in_gold_fields": (verdict.extra or {}).get("in_gold_fields"),
+                    "failure": verdict.failure,
+                    "reason": verdict.reason,
+                }
+            )
+
+    def _judge_updates(self, user: HaluMemUser, s_idx: int, session: Session, system: MemorySystem, namespace: str, judge: HaluMemJudge, rows: dict[str, Any]) -> None:
+        for point in session.memory_points:
+            key = f"{user.uuid}:{s_idx}:{point.index}"
+            if not point.is_searched_update or key in rows["updates"]:
+                continue
+            returned = [item.text for item in system.search(namespace, point.content, self.update_k)]
+            if returned:
+                verdict = judge.update(returned, point.content, list(point.original_memories))
+            else:  # nothing came back: the update is missing, no judge needed
+                verdict = Verdict("Omission", "search returned nothing")
+            rows["updates"].append(
+                {
+                    "key": key,
+                    "uuid": user.uuid,
+                    "session": s_idx,
+                    "memory_content": point.content,
+                    "original_memories": list(point.original_memories),
+                    "memory_type": point.memory_type,
+                    "importance": point.importance,
+                    "returned": returned,
+                    "label": verdict.value,
+                    "failure": verdict.failure,
+                    "reason": verdict.reason,
+                }
+            )
+
+    def _answer_questions(self, user: HaluMemUser, s_idx: int, session: Session, system: MemorySystem, namespace: str, ctx: RunContext, judge: HaluMemJudge, rows: dict[str, Any]) -> None:
+        for q_idx, question in enumerate(session.questions):
+            key = f"{user.uuid}:{s_idx}:q{q_idx}"
+            if key in rows["qa"]:
+                continue
+            retrieved = system.search(namespace, question.question, self.qa_k)
+            answer = ctx.answerer.answer(question.question, retrieved, question_time=halumem_time_to_iso(session.end_time))
+            verdict = judge.qa(question.question, question.answer, list(question.evidence), answer["text"])
+            rows["qa"].append(
+                {
+                    "key": key,
+                    "uuid": user.uuid,
+                    "session": s_idx,
+                    "question": question.question,
+                    "question_type": question.question_type,
+                    "difficulty": question.difficulty,
+                    "gold": question.answer,
+                    "response": answer["text"],
+                    "n_retrieved": len(retrieved),
+                    "answer_prompt_tokens": answer.get("prompt_tokens"),
+                    "answer_latency_s": answer.get("latency_s"),
+                    "label": verdict.value,
+                    "failure": verdict.failure,
+                    "reason": verdict.reason,
+                }
+            )
+
+    # -- aggregation --------------------------------------------------------------------------
+    def aggregate(self, rows: dict[str, list[dict[str, Any]]], extraction_mode: str, system_name: str) -> dict[str, Any]:
+        n_boot, seed = self.bootstrap_samples, self.seed
+        extraction = None
+        if extraction_mode != "none":
+            extraction = extraction_metrics(rows["integrity"], rows["accuracy"], n_boot, seed)
+        updating = label_metrics(rows["updates"], ("Correct", "Hallucination", "Omission", "Other"), n_boot, seed)
+        qa = label_metrics(rows["qa"], ("Correct", "Hallucination", "Omission"), n_boot, seed)
+        sessions = rows["sessions"]
+        return {
+            "benchmark": self.name,
+            "variant": self.variant_label,
+            "system": system_name,
+            "main_metric": qa["correct"]["mean"],
+            "extraction_source": extraction_mode,
+            "extraction": extraction,
+            "extraction_skipped": None if extraction is not None else "the system cannot list what it stored (not Inspectable)",
+            "updating": updating,
+            "qa": qa,
+            "by_question_type": by_question_type(rows["qa"], ("Correct", "Hallucination", "Omission"), n_boot, seed),
+            "by_memory_type": by_memory_type(rows["integrity"] if extraction is not None else None, rows["updates"], n_boot, seed),
+            "counts": {
+                "users": len(rows["users"]),
+                "sessions_added": len(sessions),
+                "generated_qa_sessions_skipped": sum(r["generated_qa_session"] for r in sessions),
+                "update_points": len(rows["updates"]),
+                "questions": len(rows["qa"]),
+                "add_failures": sum(r["add_failures"] for r in sessions),
+                "conflicts": {k: sum(r[f"n_{k}"] for r in sessions) for k in ("updated", "rejected", "flagged")},
+            },
+            "bootstrap": {"samples": n_boot, "seed": seed, "confidence": 0.95, "unit": "item"},
+        }
+
+    make_table = staticmethod(make_table)  # Table 2 (eval.benchmarks.halumem.table); scripts/make_tables.py calls it

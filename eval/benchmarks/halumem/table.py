@@ -1,0 +1,51 @@
+"""HaluMem's Table 2: one column per measured run (percent, 95% CI), then labelled paper columns."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import pandas as pd
+
+from eval.metrics import format_ci
+
+# Paper values (labelled column only; never mixed into results). MOSAIC paper, HaluMem-Medium.
+PAPER_VALUES: dict[str, dict[str, float]] = {
+    "paper: MOSAIC (HaluMem-Medium)": {
+        "Extraction F1": 86.77,
+        "QA correct": 73.10,
+        "QA hallucination": 10.17,
+        "QA omission": 16.74,
+        "Update correct": 55.77,
+    },
+    "paper: MemOS (HaluMem-Medium)": {"Update correct": 62.11},
+}
+
+
+def make_table(metrics: list[dict[str, Any]], convention: str | None = None) -> Any:
+    """Table 2: one column per measured run (percent, 95% CI), then labelled paper columns."""
+    row_specs: list[tuple[str, Callable[[dict[str, Any]], dict[str, Any] | None]]] = [
+        ("Extraction recall", lambda m: (m.get("extraction") or {}).get("recall")),
+        ("Extraction weighted recall", lambda m: (m.get("extraction") or {}).get("weighted_recall")),
+        ("Extraction target precision", lambda m: (m.get("extraction") or {}).get("target_precision")),
+        ("Extraction accuracy", lambda m: (m.get("extraction") or {}).get("accuracy")),
+        ("False-memory resistance", lambda m: (m.get("extraction") or {}).get("false_memory_resistance")),
+        ("Extraction F1", lambda m: (m.get("extraction") or {}).get("f1")),
+        ("Update correct", lambda m: m["updating"]["correct"]),
+        ("Update hallucination", lambda m: m["updating"]["hallucination"]),
+        ("Update omission", lambda m: m["updating"]["omission"]),
+        ("QA correct", lambda m: m["qa"]["correct"]),
+        ("QA hallucination", lambda m: m["qa"]["hallucination"]),
+        ("QA omission", lambda m: m["qa"]["omission"]),
+    ]
+    columns: dict[str, list[str]] = {}
+    for run in metrics:
+        meta = run.get("metadata", {})
+        label = f"{meta.get('system', run.get('system', '?'))} (HaluMem-{run.get('variant', '?')}, {meta.get('llm_model_id', '?')})"
+        if meta.get("ablation") not in (None, "none"):
+            label += f" [{meta['ablation']}]"
+        columns[label] = [format_ci(getter(run), digits=2, ci_digits=1, missing="-") for _, getter in row_specs]
+    for paper_label, values in PAPER_VALUES.items():
+        columns[paper_label] = [f"{values[name]:.2f}" if name in values else "" for name, _ in row_specs]
+    table = pd.DataFrame(columns, index=[name for name, _ in row_specs])
+    table.index.name = "metric (%)"
+    return table
