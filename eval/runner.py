@@ -29,7 +29,7 @@ log = logging.getLogger("mosaic_bench")
 
 SCHEMA_VERSION = 1
 # Keys that do not change what a run computes, so they stay out of the config hash.
-NON_SEMANTIC_KEYS = ("logger", "results_dir", "cache_dir", "hydra", "overwrite")
+NON_SEMANTIC_KEYS = ("logger", "results_dir", "cache_dir", "hydra", "overwrite", "run")
 
 
 class ConfigError(ValueError):

@@ -35,6 +35,7 @@ from jsonschema.exceptions import best_match
 from eval.context import RunContext
 from eval.halumem_judge import HaluMemJudge, Verdict
 from eval.metrics import bootstrap_ci
+from eval.workers import SystemGuard, run_stage, workers_of
 from core.api import AddReport, Inspectable, MemorySystem, StoredItem, Turn
 
 log = logging.getLogger(__name__)
@@ -496,13 +497,15 @@ class HaluMemBenchmark:
         judge = HaluMemJudge(ctx.judge_llm, max_tokens=self.judge_max_tokens, attempts=self.judge_attempts)
         mode = self._extraction_mode(system)
         rows = {name: ctx.rows(f"halumem_{name}") for name in ("sessions", "integrity", "accuracy", "updates", "qa", "users")}
-        for user in users:
-            if user.uuid in rows["users"]:
-                continue
+        def one_user(user: HaluMemUser) -> None:
             self._run_user(user, system, ctx, judge, mode, rows)
             rows["users"].append({"key": user.uuid, "sessions": len(self._sessions(user))})
+
+        todo = [user for user in users if user.uuid not in rows["users"]]
+        run_stage(ctx, "users", one_user, todo, SystemGuard(system).namespace_workers(workers_of(ctx.cfg)))
+        order = {user.uuid: i for i, user in enumerate(users)}  # rows read back in user order, whatever run.workers was
         return self.aggregate(
-            {name: table.rows() for name, table in rows.items()},
+            {name: sorted(table.rows(), key=lambda r: order.get(str(r["key"]).split(":")[0], len(order))) for name, table in rows.items()},
             extraction_mode=mode,
             system_name=getattr(system, "name", type(system).__name__),
         )
