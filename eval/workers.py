@@ -66,10 +66,9 @@ class Stage:
     def _tick(self) -> None:
         if self._hook is None:
             return
-        with self._lock:
+        with self._lock:  # told in order: done counts never go backwards
             self._done += 1
-            done = self._done
-        self._hook(self.name, done, self.total)
+            self._hook(self.name, self._done, self.total)
 
     def _one(self, fn: Callable[[T], R], item: T) -> R:
         _local.worker = True
