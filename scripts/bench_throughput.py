@@ -117,7 +117,7 @@ def run_latency_model(args: argparse.Namespace, items: list[dict[str, Any]], wor
         service_mean = server.busy_s / max(server.served, 1)
     first = rows[0]
     wall_minus_service_ms = (first["wall_s"] / first["calls"] - service_mean) * 1000 * first["workers"]
-    zero = zero_latency_overhead(items)
+    zero = zero_latency_overhead(items, args.overhead_calls)
     return {
         "backend": "latency-model (SIMULATION, scripts/latency_server.py)",
         "simulation": True,
@@ -189,6 +189,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--fixed-s", type=float, default=0.05, help="latency model: seconds per request")
     parser.add_argument("--per-token-s", type=float, default=0.005, help="latency model: seconds per generated token")
     parser.add_argument("--max-in-flight", type=int, default=64, help="latency model: requests served at once")
+    parser.add_argument("--overhead-calls", type=int, default=200, help="latency model: calls timed against a zero-latency server")
     parser.add_argument("--model", default="qwen2.5-coder-0.5b-instruct", help="local: model name or .gguf")
     parser.add_argument("--parallel", type=int, default=None, help="local: llama.cpp slots (default: the largest N)")
     parser.add_argument("--threads", type=int, default=None)

@@ -73,3 +73,9 @@ def test_loggers_instantiate():
     for name in _options("logger"):
         cfg = _compose([f"logger={name}"])
         assert hasattr(instantiate(cfg.logger), "log_run")
+
+
+@pytest.mark.parametrize("launcher", ["joblib", "submitit_local", "submitit_slurm"])
+def test_hydra_launchers_compose(launcher):
+    cfg = _compose([f"hydra/launcher={launcher}", "experiment=sweep_mosaic_ablations"])
+    assert launcher.split("_")[0] in cfg.hydra.launcher._target_.lower()
