@@ -61,14 +61,18 @@ def judge_stage(client: OpenAICompatClient, items: list[dict[str, Any]], workers
     }  # fmt: skip
 
 
-def sweep(client: OpenAICompatClient, items: list[dict[str, Any]], workers: list[int], calls_per_worker: int, min_calls: int) -> list[dict[str, Any]]:
-    """One ``judge_stage`` per N with ``max(min_calls, calls_per_worker * N)`` items (cycled from ``items``)."""
+def sweep(
+    client: OpenAICompatClient, items: list[dict[str, Any]], workers: list[int], calls_per_worker: int, min_calls: int, repeats: int = 1
+) -> list[dict[str, Any]]:
+    """``judge_stage`` per N with ``max(min_calls, calls_per_worker * N)`` items (cycled from ``items``);
+    with ``repeats`` > 1 the repeat with the median wall time is kept (a shared machine's hiccups)."""
     client.model_id  # noqa: B018  (resolves the model and opens the HTTP client before any thread starts)
     out = []
     for n in workers:
         count = max(min_calls, calls_per_worker * n)
         batch = [items[i % len(items)] for i in range(count)]
-        row = judge_stage(client, batch, n)
+        tries = sorted((judge_stage(client, batch, n) for _ in range(repeats)), key=lambda r: r["wall_s"])
+        row = {**tries[len(tries) // 2], "repeats": repeats, "wall_s_all": [r["wall_s"] for r in tries]}
         print(json.dumps(row), flush=True)
         out.append(row)
     base = out[0]["requests_per_s"] / out[0]["workers"]
@@ -111,7 +115,7 @@ def run_latency_model(args: argparse.Namespace, items: list[dict[str, Any]], wor
     with LatencyServer(model) as server:
         client = OpenAICompatClient(base_url=server.base_url, model=None, cache_path=None, max_retries=1)
         try:
-            rows = sweep(client, items, workers, args.calls_per_worker, args.min_calls)
+            rows = sweep(client, items, workers, args.calls_per_worker, args.min_calls, args.repeats)
         finally:
             client.close()
         service_mean = server.busy_s / max(server.served, 1)
@@ -189,6 +193,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--fixed-s", type=float, default=0.05, help="latency model: seconds per request")
     parser.add_argument("--per-token-s", type=float, default=0.005, help="latency model: seconds per generated token")
     parser.add_argument("--max-in-flight", type=int, default=64, help="latency model: requests served at once")
+    parser.add_argument("--repeats", type=int, default=3, help="latency model: repeats per N (median wall time kept)")
     parser.add_argument("--overhead-calls", type=int, default=200, help="latency model: calls timed against a zero-latency server")
     parser.add_argument("--model", default="qwen2.5-coder-0.5b-instruct", help="local: model name or .gguf")
     parser.add_argument("--parallel", type=int, default=None, help="local: llama.cpp slots (default: the largest N)")

@@ -45,6 +45,11 @@ def answer_for(request: dict[str, Any]) -> str:
     return "A simulated answer."
 
 
+class _Server(ThreadingHTTPServer):
+    request_queue_size = 1024  # listen backlog: the default 5 resets connections when 32+ clients connect at once
+    daemon_threads = True
+
+
 class LatencyServer:
     """ThreadingHTTPServer speaking /v1/models and /v1/chat/completions under a ``LatencyModel``."""
 
@@ -104,8 +109,7 @@ class LatencyServer:
                               "total_tokens": prompt_tokens + completion_tokens},
                 })  # fmt: skip
 
-        self._httpd = ThreadingHTTPServer((host, port), Handler)
-        self._httpd.daemon_threads = True
+        self._httpd = _Server((host, port), Handler)
         self._thread: threading.Thread | None = None
 
     @property
