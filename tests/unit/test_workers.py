@@ -193,3 +193,56 @@ def test_row_file_appends_whole_lines_under_threads(tmp_path):
     lines = _lines(tmp_path / "rows.jsonl")
     assert sorted(r["key"] for r in lines) == sorted(f"k{i}" for i in range(100))
     assert len(JsonlRows(tmp_path / "rows.jsonl")) == 100
+
+
+def test_conflict_cases_at_4_workers_each_restore_their_own_snapshot(tmp_path):
+    from omegaconf import OmegaConf
+
+    from eval.benchmarks.conflict import ConflictBenchmark
+    from eval.context import RunContext
+    from tests.unit.test_conflict_suite import MINI, ScriptedMemory, _Embedder
+
+    class ThreadSafeScripted(ScriptedMemory):
+        parallel_namespaces = True
+
+        def add(self, namespace, turns, session_time=None):
+            self.namespaces.add(namespace)
+            time.sleep(0.01)  # several probes in flight at once
+            return super().add(namespace, turns, session_time)
+
+    path = tmp_path / "mini.json"
+    path.write_text(json.dumps(MINI))
+    results = {}
+    for workers in (1, 4):
+        system = ThreadSafeScripted(snapshots=True)
+        system.namespaces = set()
+        cfg = OmegaConf.create({"run": {"workers": workers}})
+        ctx = RunContext(run_dir=tmp_path / f"w{workers}", cfg=cfg, llm=None, judge_llm=None, embedder=_Embedder(), answerer=None)
+        metrics = ConflictBenchmark(suite=str(path), bootstrap_samples=50).run(system, ctx)
+        results[workers] = {k: v for k, v in metrics.items() if k != "ingest"}
+        assert system.ingests == 1  # the context is ingested once, at any N
+        rows = _lines(tmp_path / f"w{workers}" / "cases.jsonl")
+        assert sorted(r["id"] for r in rows) == ["l1", "n1", "ok1"]
+        if workers > 1:  # probes went to per-worker namespaces restored from the one snapshot
+            assert {ns for ns in system.namespaces if "~worker" in ns} and all(not held for held in system.held.values())
+    assert results[1] == results[4]
+
+
+def test_halumem_users_at_2_workers_give_the_same_metrics(tmp_path):
+    from omegaconf import OmegaConf
+
+    from eval.benchmarks.halumem import HaluMemBenchmark
+    from eval.context import RunContext
+    from tests.unit.test_halumem import TINY, EchoAnswerer, KeywordMemory, _fixed_judge
+
+    class ThreadSafeKeyword(KeywordMemory):
+        parallel_namespaces = True
+
+    results = {}
+    for workers in (1, 2):
+        llm = FakeLLM(_fixed_judge)
+        cfg = OmegaConf.create({"run": {"workers": workers}})
+        ctx = RunContext(run_dir=tmp_path / f"w{workers}", cfg=cfg, llm=llm, judge_llm=llm, embedder=None, answerer=EchoAnswerer())
+        results[workers] = HaluMemBenchmark(path=str(TINY), bootstrap_samples=100).run(ThreadSafeKeyword(), ctx)
+        assert len(_lines(tmp_path / f"w{workers}" / "halumem_users.jsonl")) == 2
+    assert results[1] == results[2]
