@@ -172,6 +172,7 @@ def plot(table: dict[str, Any], path: Path) -> None:
         ax_speed.plot(n, [r["speedup"] for r in runs], marker="o", label=label)
     ax_speed.plot([1, top], [1, top], "k--", lw=0.8, label="ideal (N)")
     ax_speed.plot([1, top], [0.8, 0.8 * top], "k:", lw=0.8, label="0.8 N")
+    ax_speed.set_yscale("log", base=2)
     for ax, title in ((ax_rate, "requests/s"), (ax_speed, "speedup over N=1")):
         ax.set_xscale("log", base=2)
         ax.set_xlabel("run.workers (N)")
