@@ -17,6 +17,8 @@ class FullContextMemory:
     """Keeps turns verbatim; history is cut to ``max_context_tokens`` (chars / ``chars_per_token``)."""
 
     conflict_signal = False  # append-only: never updates, rejects or flags, so Table 3 scores it 0 by construction
+    parallel_namespaces = True  # state per namespace only: eval.workers may write several namespaces at once
+    parallel_search = True  # search only reads: concurrent searches of one namespace are safe
 
     def __init__(
         self,

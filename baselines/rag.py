@@ -40,6 +40,8 @@ class RagMemory:
     """One chunk per ``chunk_turns`` consecutive turns of one add call; IndexFlatIP over unit vectors."""
 
     conflict_signal = False  # append-only: never updates, rejects or flags, so Table 3 scores it 0 by construction
+    parallel_namespaces = True  # state per namespace only: eval.workers may write several namespaces at once
+    parallel_search = True  # search only reads: concurrent searches of one namespace are safe
 
     def __init__(self, llm: Any, embedder: Embedder, workdir: str, chunk_turns: int = 1, name: str = "rag") -> None:
         if chunk_turns < 1:

@@ -10,9 +10,10 @@ from __future__ import annotations
 import json
 import logging
 import os
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Protocol, runtime_checkable
+from typing import Any, Callable, Iterator, Protocol, runtime_checkable
 
 from core.embed import Embedder
 from core.llm import LLMClient
@@ -27,6 +28,7 @@ class JsonlRows:
         self.key_field = key_field
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._rows: dict[str, dict[str, Any]] = {}
+        self._lock = threading.Lock()  # run.workers > 1: whole lines, one writer at a time
         if self.path.exists():
             self._load()
 
@@ -58,16 +60,19 @@ class JsonlRows:
 
     def append(self, row: dict[str, Any]) -> None:
         key = str(row[self.key_field])
-        if key in self._rows:
-            return
-        with self.path.open("a", encoding="utf-8") as handle:
-            handle.write(json.dumps(row, ensure_ascii=False, default=str) + "\n")
-            handle.flush()
-            os.fsync(handle.fileno())
-        self._rows[key] = row
+        line = json.dumps(row, ensure_ascii=False, default=str) + "\n"
+        with self._lock:
+            if key in self._rows:
+                return
+            with self.path.open("a", encoding="utf-8") as handle:
+                handle.write(line)
+                handle.flush()
+                os.fsync(handle.fileno())
+            self._rows[key] = row
 
     def rows(self) -> list[dict[str, Any]]:
-        return list(self._rows.values())
+        with self._lock:
+            return list(self._rows.values())
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         return iter(self.rows())
@@ -83,6 +88,8 @@ class RunContext:
     answerer: Any  # eval.answerer.Answerer: one prompt/LLM/budget for every system
     log: logging.Logger = field(default_factory=lambda: logging.getLogger("mosaic_bench"))
     extra_metadata: dict[str, Any] = field(default_factory=dict)
+    # told (stage, items done, items in the stage) as work finishes: W&B progress (eval.loggers)
+    progress: Callable[[str, int, int], None] | None = None
 
     def rows(self, name: str, key_field: str = "key") -> JsonlRows:
         """The resumable row file ``<run_dir>/<name>.jsonl``."""

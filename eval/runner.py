@@ -24,13 +24,14 @@ from omegaconf import DictConfig, OmegaConf
 
 from core.config_check import check_config
 from eval.context import RunContext
+from eval.loggers import client_usage, progress_hook
 from eval.tables import to_markdown
 
 log = logging.getLogger("mosaic_bench")
 
 SCHEMA_VERSION = 1
 # Keys that do not change what a run computes, so they stay out of the config hash.
-NON_SEMANTIC_KEYS = ("logger", "results_dir", "cache_dir", "hydra", "overwrite")
+NON_SEMANTIC_KEYS = ("logger", "results_dir", "cache_dir", "hydra", "overwrite", "run")
 
 
 class ConfigError(ValueError):
@@ -152,6 +153,7 @@ def run(cfg: DictConfig, overrides: list[str] | None = None) -> dict[str, Any]:
         system = build_system(cfg, llm, embedder, run_dir)
         benchmark = instantiate(cfg.benchmark, _convert_="all")
         ctx = RunContext(run_dir=run_dir, cfg=cfg, llm=llm, judge_llm=judge_llm, embedder=embedder, answerer=answerer, log=log)
+        ctx.progress = progress_hook(instantiate(cfg.logger), run_dir, semantic_config(cfg), client_usage(llm, judge_llm))  # W&B while it runs
         if hasattr(system, "run_metadata"):  # e.g. Mem0's "semantic search only (no spaCy model)"
             ctx.extra_metadata["system_metadata"] = system.run_metadata()
         metrics = benchmark.run(system, ctx)

@@ -16,26 +16,37 @@ class UsageMeter:
     usage: LLMUsage = field(default_factory=LLMUsage)
     latencies_s: list[float] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    # the same totals per calling thread: with run.workers > 1 a stage measures its own calls (thread_snapshot)
+    _by_thread: dict[int, LLMUsage] = field(default_factory=dict, repr=False)
 
     def record(self, purpose: str, result: ChatResult) -> None:
         with self._lock:
-            u = self.usage
-            u.calls += 1
-            u.prompt_tokens += result.prompt_tokens
-            u.completion_tokens += result.completion_tokens
-            u.cached_calls += int(result.cached)
-            bucket = u.by_purpose.setdefault(purpose, {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0})
-            bucket["calls"] += 1
-            bucket["prompt_tokens"] += result.prompt_tokens
-            bucket["completion_tokens"] += result.completion_tokens
-            if result.cached_prompt_tokens:  # how much of the prompt the server's prefix cache covered
-                bucket["server_cached_prompt_tokens"] = bucket.get("server_cached_prompt_tokens", 0) + result.cached_prompt_tokens
+            self._add(self.usage, purpose, result)
+            self._add(self._by_thread.setdefault(threading.get_ident(), LLMUsage()), purpose, result)
             if not result.cached:
                 self.latencies_s.append(result.latency_s)
+
+    @staticmethod
+    def _add(u: LLMUsage, purpose: str, result: ChatResult) -> None:
+        u.calls += 1
+        u.prompt_tokens += result.prompt_tokens
+        u.completion_tokens += result.completion_tokens
+        u.cached_calls += int(result.cached)
+        bucket = u.by_purpose.setdefault(purpose, {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0})
+        bucket["calls"] += 1
+        bucket["prompt_tokens"] += result.prompt_tokens
+        bucket["completion_tokens"] += result.completion_tokens
+        if result.cached_prompt_tokens:  # how much of the prompt the server's prefix cache covered
+            bucket["server_cached_prompt_tokens"] = bucket.get("server_cached_prompt_tokens", 0) + result.cached_prompt_tokens
 
     def snapshot(self) -> LLMUsage:
         with self._lock:
             return LLMUsage(**json.loads(json.dumps(self.usage.__dict__)))
+
+    def thread_snapshot(self) -> LLMUsage:
+        """Totals of the calls made from the calling thread only (not from threads it started)."""
+        with self._lock:
+            return LLMUsage(**json.loads(json.dumps(self._by_thread.get(threading.get_ident(), LLMUsage()).__dict__)))
 
 
 def usage_since(before: LLMUsage, after: LLMUsage) -> LLMUsage:

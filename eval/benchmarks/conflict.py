@@ -21,7 +21,9 @@ so a killed run resumes (the context is re-ingested once; the LLM cache makes th
 
 from __future__ import annotations
 
+import itertools
 import logging
+import threading
 import time
 from dataclasses import asdict
 from typing import Any
@@ -33,6 +35,7 @@ from tqdm import tqdm
 from eval.benchmarks.conflict_suite import CONFLICT_TYPES, Suite, SuiteCase, load_suite
 from eval.context import RunContext
 from eval.metrics import bootstrap, bootstrap_ci, format_ci
+from eval.workers import SystemGuard, run_stage, workers_of
 from mosaic.values import quantities
 from core.api import AddReport, MemorySystem, Seedable, Snapshottable
 
@@ -81,11 +84,15 @@ class ConflictBenchmark:
         snapshottable = isinstance(system, Snapshottable)
         radius = self._radius_sets(ctx, cases)
         bar = tqdm(total=len(cases), initial=sum(c.id in rows for c in cases), desc="conflict cases", unit="case")
+        workers, guard = workers_of(ctx.cfg), SystemGuard(system)
         for context_id in dict.fromkeys(c.context for c in cases):
             pending = [c for c in cases if c.context == context_id and c.id not in rows]
             if not pending:
                 continue
             namespace = f"conflict-{suite.name}-{context_id}"
+            if snapshottable and guard.parallel_namespaces and workers > 1 and len(pending) > 1:
+                self._run_parallel(system, ctx, namespace, context_id, pending, ingests, rows, radius, bar)
+                continue
             state = None
             fresh = False
             for case in pending:
@@ -97,10 +104,7 @@ class ConflictBenchmark:
                     if snapshottable:
                         state = system.snapshot(namespace)
                 fresh = False
-                started = time.perf_counter()
-                report = system.add(namespace, [suite.probe_turn(case, self.probe_session_time)], self.probe_session_time)
-                row = score_case(suite, case, report, radius.get(case.id))
-                row["seconds"] = round(time.perf_counter() - started, 3)
+                row = self._probe(system, namespace, case, radius)
                 rows.append(row)
                 bar.update(1)
                 bar.set_postfix(detected=sum(bool(r["detected_strict"]) for r in rows.rows() if r.get("conflict")),
@@ -121,6 +125,39 @@ class ConflictBenchmark:
             "ingest": {r["context"]: r for r in ingests.rows()},
         })  # fmt: skip
         return metrics  # eval.runner adds the system's own metrics()
+
+    def _probe(self, system: MemorySystem, namespace: str, case: SuiteCase, radius: dict[str, list[int]]) -> dict[str, Any]:
+        """Write the case's probe into ``namespace`` (holding the case's context) and score the report."""
+        started = time.perf_counter()
+        report = system.add(namespace, [self.suite.probe_turn(case, self.probe_session_time)], self.probe_session_time)
+        row = score_case(self.suite, case, report, radius.get(case.id))
+        row["seconds"] = round(time.perf_counter() - started, 3)
+        return row
+
+    def _run_parallel(
+        self, system: Any, ctx: RunContext, namespace: str, context_id: str, pending: list[SuiteCase],
+        ingests: Any, rows: Any, radius: dict[str, list[int]], bar: tqdm,
+    ) -> None:  # fmt: skip
+        """run.workers > 1 on a system with per-namespace state: the context is ingested and snapshotted
+        once; each worker thread restores the snapshot into its own namespace before each of its probes."""
+        self._ingest(system, namespace, context_id, ingests)
+        state = system.snapshot(namespace)
+        slot = threading.local()
+        numbers = itertools.count()
+        used: list[str] = []
+
+        def one(case: SuiteCase) -> None:
+            if not hasattr(slot, "namespace"):
+                slot.namespace = f"{namespace}~worker{next(numbers)}"
+                used.append(slot.namespace)
+            system.restore(slot.namespace, state)
+            rows.append(self._probe(system, slot.namespace, case, radius))
+            log.info("%s: conflict=%s", case.id, case.conflict)
+            bar.update(1)
+
+        run_stage(ctx, "cases", one, pending)
+        for name in [namespace, *used]:
+            system.reset(name)
 
     def selected_cases(self) -> list[SuiteCase]:
         """The cases this run scores: all, the first ``limit_cases``, or the first ``cases_per_group``

@@ -27,6 +27,7 @@ from eval.context import JsonlRows, RunContext
 from eval.judge import LLMJudge
 from eval.metrics import bleu1, bootstrap_ci, evidence_recall, format_ci, percentiles, set_f1_mem0, token_f1
 from eval.tables import format_pair
+from eval.workers import Stage, SystemGuard, in_worker, run_stage, workers_of
 from core.llm import usage_since
 from core.api import AddReport, LLMUsage, MemorySystem, Turn
 
@@ -251,6 +252,10 @@ def slice_episodes(all_convs: list[Conversation], spec: SliceSpec) -> tuple[list
 
 # -- stages --------------------------------------------------------------------------------
 def _usage(llm: Any) -> LLMUsage:
+    """The client's usage so far; in a worker thread (run.workers > 1), that thread's own calls only."""
+    meter = getattr(llm, "meter", None)
+    if in_worker() and hasattr(meter, "thread_snapshot"):
+        return meter.thread_snapshot()
     return llm.usage if hasattr(llm, "usage") else LLMUsage()
 
 
@@ -281,13 +286,28 @@ def ingest(system: MemorySystem, episode: Episode, ctx: RunContext, bar: tqdm) -
     }
 
 
-def predict(system: MemorySystem, episode: Episode, question: Question, ctx: RunContext, top_k: int) -> dict[str, Any]:
-    """Search, then the shared answerer; the row records what was retrieved, latency and tokens."""
+@dataclass
+class Search:
+    """What ``system.search`` returned for one question, how long it took and what it spent."""
+
+    retrieved: list[Any]
+    seconds: float
+    tokens: int
+
+
+def search(system: MemorySystem, episode: Episode, question: Question, ctx: RunContext, top_k: int) -> Search:
     before = _usage(ctx.llm)
     started = time.perf_counter()
     retrieved = system.search(episode.namespace, question.question, top_k)
-    search_s = time.perf_counter() - started
-    search_usage = usage_since(before, _usage(ctx.llm))
+    seconds = time.perf_counter() - started
+    spent = usage_since(before, _usage(ctx.llm))
+    return Search(retrieved, seconds, spent.prompt_tokens + spent.completion_tokens)
+
+
+def predict(system: MemorySystem, episode: Episode, question: Question, ctx: RunContext, top_k: int, found: Search | None = None) -> dict[str, Any]:
+    """Search (unless ``found`` is given), then the shared answerer; the row records what was retrieved, latency and tokens."""
+    found = found or search(system, episode, question, ctx, top_k)
+    retrieved, search_s = found.retrieved, found.seconds
     answer = ctx.answerer.answer(question.question, retrieved, question_time=episode.question_time)
     retrieved_ids = [tid for item in retrieved for tid in item.source_turn_ids]
     return {
@@ -306,7 +326,7 @@ def predict(system: MemorySystem, episode: Episode, question: Question, ctx: Run
         "total_latency_s": search_s + answer["latency_s"],
         "answer_prompt_tokens": answer["prompt_tokens"],
         "answer_completion_tokens": answer["completion_tokens"],
-        "search_tokens": search_usage.prompt_tokens + search_usage.completion_tokens,
+        "search_tokens": found.tokens,
         "answer_cached": answer.get("cached", False),
     }
 
@@ -423,7 +443,7 @@ class LoCoMoBenchmark:
         self._ingest_and_predict(system, episodes, ctx, ingest_rows, predictions)
         judgements = self._score(episodes, ctx, predictions)
         wanted = {q.key for e in episodes for q in e.questions}
-        kept = [p for p in predictions.rows() if p["key"] in wanted]
+        kept = [p for e in episodes for q in e.questions if (p := predictions.get(q.key))]  # question order, whatever run.workers was
         judged = {j["key"]: j for j in judgements.rows() if j["key"] in wanted}
         metrics = aggregate(kept, judged, self.convention, self.bootstrap_samples, self.seed)
         ingested = [r for r in ingest_rows.rows() if r["key"] in {e.conversation.sample_id for e in episodes}]
@@ -449,14 +469,32 @@ class LoCoMoBenchmark:
         n_questions = sum(q.key not in predictions for e in todo for q in e.questions)
         ingest_bar = tqdm(total=sum(len(e.sessions) for e in todo), desc="ingest (sessions)", unit="session", position=0)
         predict_bar = tqdm(total=n_questions, desc="predict (questions)", unit="q", position=1)
-        try:
-            for episode in todo:
+        workers, guard = workers_of(ctx.cfg), SystemGuard(system)
+
+        def answer_one(item: tuple[Episode, Question, Search | None]) -> None:
+            episode, question, found = item
+            if found is None:
+                with guard.searching():
+                    found = search(system, episode, question, ctx, self.top_k)
+            predictions.append(predict(system, episode, question, ctx, self.top_k, found))
+            predict_bar.update(1)
+
+        def episode_one(episode: Episode) -> None:
+            """Ingest one conversation, then predict its questions on the shared question pool."""
+            with guard.writing():
                 row = ingest(system, episode, ctx, ingest_bar)
-                ingest_rows.append(row)  # first ingest's report is kept; a re-ingest does not duplicate it
-                for question in episode.questions:
-                    if question.key not in predictions:
-                        predictions.append(predict(system, episode, question, ctx, self.top_k))
-                        predict_bar.update(1)
+            ingest_rows.append(row)  # first ingest's report is kept; a re-ingest does not duplicate it
+            pending = [q for q in episode.questions if q.key not in predictions]
+            if guard.parallel_search or workers == 1:
+                questions.map(answer_one, [(episode, q, None) for q in pending])
+            else:  # a search that changes state (MOSAIC's continuity term) runs in question order, one at a time
+                with guard.searching():
+                    found = [search(system, episode, q, ctx, self.top_k) for q in pending]
+                questions.map(answer_one, list(zip([episode] * len(pending), pending, found)))
+
+        try:
+            with Stage(ctx, "predict", n_questions, workers) as questions:
+                run_stage(ctx, "conversations", episode_one, todo, guard.namespace_workers(workers))
         finally:
             ingest_bar.close()
             predict_bar.close()
@@ -465,8 +503,16 @@ class LoCoMoBenchmark:
         judgements = ctx.rows("judgements")
         judge = LLMJudge(ctx.judge_llm, max_tokens=self.judge_max_tokens)
         todo = [p for e in episodes for q in e.questions if (p := predictions.get(q.key)) and q.key not in judgements]
-        for p in tqdm(todo, desc="score (judge)", unit="q"):
+        bar = tqdm(total=len(todo), desc="score (judge)", unit="q")
+
+        def judge_one(p: dict[str, Any]) -> None:
             judgements.append({"key": p["key"], **judge.judge(p["question"], p["gold"], p["prediction"])})
+            bar.update(1)
+
+        try:
+            run_stage(ctx, "judge", judge_one, todo)
+        finally:
+            bar.close()
         failures = sum(j["label"] is None for j in judgements.rows())
         if failures:
             ctx.log.warning("judge: %d answers could not be graded (schema failures, counted as judge_failures)", failures)

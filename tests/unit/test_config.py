@@ -130,3 +130,9 @@ def test_every_experiment_and_ablation_builds_its_system_and_benchmark(override,
     for group in ("system", "benchmark"):
         node, built = _build_group(cfg, group, tmp_path)
         assert type(built) is get_class(node._target_)
+
+
+@pytest.mark.parametrize("launcher", ["joblib", "submitit_local", "submitit_slurm"])
+def test_hydra_launchers_compose(launcher):
+    cfg = _compose([f"hydra/launcher={launcher}", "experiment=sweep_mosaic_ablations"])
+    assert launcher.split("_")[0] in cfg.hydra.launcher._target_.lower()

@@ -31,6 +31,7 @@ from eval.benchmarks.halumem.judge import HaluMemJudge, Verdict
 from eval.benchmarks.halumem.metrics import by_memory_type, by_question_type, extraction_metrics, label_metrics
 from eval.benchmarks.halumem.table import make_table
 from eval.context import RunContext
+from eval.workers import SystemGuard, run_stage, workers_of
 
 log = logging.getLogger(__name__)
 
@@ -95,13 +96,16 @@ class HaluMemBenchmark:
         judge = HaluMemJudge(ctx.judge_llm, max_tokens=self.judge_max_tokens, attempts=self.judge_attempts)
         mode = self._extraction_mode(system)
         rows = {name: ctx.rows(f"halumem_{name}") for name in ("sessions", "integrity", "accuracy", "updates", "qa", "users")}
-        for user in users:
-            if user.uuid in rows["users"]:
-                continue
+
+        def one_user(user: HaluMemUser) -> None:
             self._run_user(user, system, ctx, judge, mode, rows)
             rows["users"].append({"key": user.uuid, "sessions": len(self._sessions(user))})
+
+        todo = [user for user in users if user.uuid not in rows["users"]]
+        run_stage(ctx, "users", one_user, todo, SystemGuard(system).namespace_workers(workers_of(ctx.cfg)))
+        order = {user.uuid: i for i, user in enumerate(users)}  # rows read back in user order, whatever run.workers was
         return self.aggregate(
-            {name: table.rows() for name, table in rows.items()},
+            {name: sorted(table.rows(), key=lambda r: order.get(str(r["key"]).split(":")[0], len(order))) for name, table in rows.items()},
             extraction_mode=mode,
             system_name=getattr(system, "name", type(system).__name__),
         )

@@ -1,0 +1,248 @@
+"""run.workers: the quickstart gives the same metrics at 1 and 8 workers, and a run killed at 4 resumes whole.
+
+Control flow only: a scripted FakeLLM (with a small per-call delay, so that threads finish out of
+order) stands in for the model, and a hashed bag-of-words for the embedder. Runs go through
+``run.py`` in a subprocess, so the kill is a real SIGKILL.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from eval.context import JsonlRows
+from eval.workers import Stage, SystemGuard, run_stage, workers_of
+from tests.fakes import FakeLLM
+from tests.unit.test_locomo import scripted_llm
+from tests.unit.test_rag import BagOfWordsEmbedder
+
+REPO = Path(__file__).resolve().parents[2]
+LOCOMO = REPO / "data" / "locomo10.json"
+
+
+# -- _target_s the subprocess runs build (llm=local's keys are passed and ignored) --------------
+def fake_llm(**_: Any) -> FakeLLM:
+    """test_locomo's scripted answerer; a judge whose verdict is a hash of its prompt (a mix of
+    CORRECT and WRONG, so the bootstrap sees both); each call delayed by a hash of its prompt."""
+    llm = scripted_llm()
+    base = llm.responder
+    unit = float(os.environ.get("FAKE_LLM_DELAY_S", "0.002"))
+
+    def slow(messages, schema):
+        digest = int(hashlib.md5(messages[-1]["content"].encode()).hexdigest(), 16)
+        time.sleep(unit * (1 + digest % 8))
+        if schema is not None:
+            return {"reasoning": "-", "label": "WRONG" if digest % 3 == 0 else "CORRECT"}
+        return base(messages, schema)
+
+    llm.responder = slow
+    return llm
+
+
+def bow_embedder(**_: Any) -> BagOfWordsEmbedder:
+    return BagOfWordsEmbedder()
+
+
+def _run(results: Path, workers: int, popen: bool = False, delay_s: float = 0.002):
+    cmd = [
+        sys.executable, "run.py", "experiment=locomo", "logger=none", f"run.workers={workers}",
+        f"results_dir={results}", f"cache_dir={results}/cache",
+        "llm._target_=tests.unit.test_workers.fake_llm", "embedder._target_=tests.unit.test_workers.bow_embedder",
+    ]  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(REPO), "FAKE_LLM_DELAY_S": str(delay_s)}
+    if popen:
+        return subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    done = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return Path(done.stdout.strip().splitlines()[-1])
+
+
+def _comparable(metrics: dict) -> dict:
+    """metrics.json minus timings and run-specific metadata (git sha, clock, overrides)."""
+    meta = metrics["metadata"]
+    kept = {k: meta[k] for k in ("config_hash", "llm_model_id", "llm_usage", "judge_usage", "system", "ablation")}
+    return {**{k: v for k, v in metrics.items() if k not in ("latency", "metadata")}, "metadata": kept}
+
+
+def _lines(path: Path) -> list[dict]:
+    raw = path.read_text(encoding="utf-8")
+    assert raw.endswith("\n"), f"{path}: torn last line"
+    return [json.loads(line) for line in raw.splitlines()]
+
+
+needs_locomo = pytest.mark.skipif(not LOCOMO.is_file(), reason="data/locomo10.json missing (python scripts/download_data.py)")
+
+
+@needs_locomo
+def test_quickstart_metrics_identical_at_1_and_8_workers(tmp_path):
+    one = _run(tmp_path / "w1", 1)
+    eight = _run(tmp_path / "w8", 8)
+    assert one.parent.name == eight.parent.name  # the config hash ignores run.workers
+    m1, m8 = json.loads(one.read_text()), json.loads(eight.read_text())
+    assert m1["overall"]["n"] == 20 and m1["metadata"]["llm_usage"]["calls"] == 40  # 20 answers + 20 judgements
+    assert 0 < m1["overall"]["judge"]["mean"] < 1  # a mix of verdicts, so the bootstrap order matters
+    assert _comparable(m1) == _comparable(m8)
+    keys8 = [r["key"] for r in _lines(eight.parent / "predictions.jsonl")]
+    assert sorted(keys8) == sorted(r["key"] for r in _lines(one.parent / "predictions.jsonl"))
+
+
+@needs_locomo
+def test_kill_at_4_workers_resumes_without_duplicate_or_torn_rows(tmp_path):
+    results = tmp_path / "killed"
+    proc = _run(results, 4, popen=True, delay_s=0.05)
+    deadline = time.monotonic() + 120
+    predictions = None
+    while time.monotonic() < deadline and proc.poll() is None:
+        found = list(results.glob("runs/locomo/rag/none/*/predictions.jsonl"))
+        if found and len(found[0].read_text().splitlines()) >= 6:
+            predictions = found[0]
+            break
+        time.sleep(0.05)
+    assert predictions is not None, f"no predictions before the kill; exit {proc.poll()}: {proc.stdout.read() if proc.poll() is not None else ''}"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    before = predictions.read_text().splitlines()
+    assert 6 <= len(before) < 20, "the kill must land mid-predict"
+    resumed = _run(results, 4)
+    for name in ("predictions", "judgements", "ingest"):
+        keys = [r["key"] for r in _lines(resumed.parent / f"{name}.jsonl")]
+        assert len(keys) == len(set(keys)), f"{name}: duplicate rows"
+    assert len(_lines(resumed.parent / "predictions.jsonl")) == 20
+    clean = _run(tmp_path / "clean", 1)
+    assert _comparable(json.loads(resumed.read_text()))["overall"] == _comparable(json.loads(clean.read_text()))["overall"]
+
+
+# -- the helper itself ------------------------------------------------------------------------
+class _Ctx:
+    def __init__(self, workers: int) -> None:
+        from omegaconf import OmegaConf
+
+        self.cfg = OmegaConf.create({"run": {"workers": workers}})
+        self.seen: list[tuple[str, int, int]] = []
+        self.progress = lambda stage, done, total: self.seen.append((stage, done, total))
+
+
+def test_run_stage_keeps_input_order_runs_concurrently_and_reports_progress():
+    ctx = _Ctx(8)
+    in_flight, peak, lock = [0], [0], threading.Lock()
+
+    def work(i: int) -> int:
+        with lock:
+            in_flight[0] += 1
+            peak[0] = max(peak[0], in_flight[0])
+        time.sleep(0.01 * (8 - i % 8))  # later items finish first
+        with lock:
+            in_flight[0] -= 1
+        return i * i
+
+    assert run_stage(ctx, "judge", work, list(range(16))) == [i * i for i in range(16)]
+    assert peak[0] == 8
+    assert sorted(d for _, d, _ in ctx.seen) == list(range(1, 17)) and {(s, t) for s, _, t in ctx.seen} == {("judge", 16)}
+
+
+def test_first_error_is_raised_and_workers_is_validated():
+    def boom(i: int) -> int:
+        if i == 3:
+            raise RuntimeError("item 3")
+        return i
+
+    with pytest.raises(RuntimeError, match="item 3"):
+        run_stage(_Ctx(4), "x", boom, list(range(10)))
+    with pytest.raises(ValueError, match="run.workers"):
+        workers_of(_Ctx(0).cfg)
+    assert workers_of({}) == 1
+
+
+def test_system_guard_serialises_systems_that_do_not_declare_thread_safety():
+    class Unsafe:
+        pass
+
+    class Safe:
+        parallel_namespaces = True
+        parallel_search = True
+
+    assert SystemGuard(Unsafe()).namespace_workers(8) == 1 and SystemGuard(Safe()).namespace_workers(8) == 8
+    guard, active, peak = SystemGuard(Unsafe()), [0], [0]
+
+    def search(_: int) -> None:
+        with guard.searching():
+            active[0] += 1
+            peak[0] = max(peak[0], active[0])
+            time.sleep(0.005)
+            active[0] -= 1
+
+    with Stage(_Ctx(8), "predict", 16) as stage:
+        stage.map(search, list(range(16)))
+    assert peak[0] == 1
+
+
+def test_row_file_appends_whole_lines_under_threads(tmp_path):
+    rows = JsonlRows(tmp_path / "rows.jsonl")
+    payload = "x" * 5000  # bigger than one write() chunk of some buffers
+    run_stage(_Ctx(16), "w", lambda i: rows.append({"key": f"k{i % 100}", "blob": payload}), list(range(400)))
+    lines = _lines(tmp_path / "rows.jsonl")
+    assert sorted(r["key"] for r in lines) == sorted(f"k{i}" for i in range(100))
+    assert len(JsonlRows(tmp_path / "rows.jsonl")) == 100
+
+
+def test_conflict_cases_at_4_workers_each_restore_their_own_snapshot(tmp_path):
+    from omegaconf import OmegaConf
+
+    from eval.benchmarks.conflict import ConflictBenchmark
+    from eval.context import RunContext
+    from tests.unit.test_conflict_suite import MINI, ScriptedMemory, _Embedder
+
+    class ThreadSafeScripted(ScriptedMemory):
+        parallel_namespaces = True
+
+        def add(self, namespace, turns, session_time=None):
+            self.namespaces.add(namespace)
+            time.sleep(0.01)  # several probes in flight at once
+            return super().add(namespace, turns, session_time)
+
+    path = tmp_path / "mini.json"
+    path.write_text(json.dumps(MINI))
+    results = {}
+    for workers in (1, 4):
+        system = ThreadSafeScripted(snapshots=True)
+        system.namespaces = set()
+        cfg = OmegaConf.create({"run": {"workers": workers}})
+        ctx = RunContext(run_dir=tmp_path / f"w{workers}", cfg=cfg, llm=None, judge_llm=None, embedder=_Embedder(), answerer=None)
+        metrics = ConflictBenchmark(suite=str(path), bootstrap_samples=50).run(system, ctx)
+        results[workers] = {k: v for k, v in metrics.items() if k != "ingest"}
+        assert system.ingests == 1  # the context is ingested once, at any N
+        rows = _lines(tmp_path / f"w{workers}" / "cases.jsonl")
+        assert sorted(r["id"] for r in rows) == ["l1", "n1", "ok1"]
+        if workers > 1:  # probes went to per-worker namespaces restored from the one snapshot
+            assert {ns for ns in system.namespaces if "~worker" in ns} and all(not held for held in system.held.values())
+    assert results[1] == results[4]
+
+
+def test_halumem_users_at_2_workers_give_the_same_metrics(tmp_path):
+    from omegaconf import OmegaConf
+
+    from eval.benchmarks.halumem import HaluMemBenchmark
+    from eval.context import RunContext
+    from tests.unit.test_halumem import TINY, EchoAnswerer, KeywordMemory, _fixed_judge
+
+    class ThreadSafeKeyword(KeywordMemory):
+        parallel_namespaces = True
+
+    results = {}
+    for workers in (1, 2):
+        llm = FakeLLM(_fixed_judge)
+        cfg = OmegaConf.create({"run": {"workers": workers}})
+        ctx = RunContext(run_dir=tmp_path / f"w{workers}", cfg=cfg, llm=llm, judge_llm=llm, embedder=None, answerer=EchoAnswerer())
+        results[workers] = HaluMemBenchmark(path=str(TINY), bootstrap_samples=100).run(ThreadSafeKeyword(), ctx)
+        assert len(_lines(tmp_path / f"w{workers}" / "halumem_users.jsonl")) == 2
+    assert results[1] == results[2]
