@@ -63,15 +63,13 @@ class _Line:
 
 def _facts_judged(k: int) -> int:
     cfg = _compose(["experiment=sweep_conflict_k", f"system.conflict.k={k}"]).system.conflict
-    detector = ConflictDetector(FakeLLM(lambda m, s: "true"), k=cfg.k, mode=cfg.mode, threshold=cfg.threshold)
+    detector = ConflictDetector(FakeLLM(lambda m, s: "true"), k=cfg.k, n_facts=cfg.n_facts, mode=cfg.mode, threshold=cfg.threshold)
     seen: list[int] = []
     detector._ask = lambda new, facts: (seen.append(len(facts)) or (0.0, 0, [], ""))  # no LLM: record what it would judge
     detector.check(Entity("new", "the newcomer says something else about the plan", "event"), _Line())
     return seen[0]
 
 
-@pytest.mark.parametrize("k", [1, 3, 5, pytest.param(10, marks=pytest.mark.xfail(strict=True, reason=(
-    "mosaic/conflict.py shows the LLM at most n_facts=6 facts, so k=10 judges the same 6 as k=6; "
-    "branch wiring moves the cap into config: then drop this xfail")))])  # fmt: skip
+@pytest.mark.parametrize("k", [1, 3, 5, 10])
 def test_each_k_is_what_the_detector_judges(k):
     assert _facts_judged(k) == k
