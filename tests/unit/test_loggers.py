@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import struct
+import time
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +23,21 @@ HEADER = 7  # ":W&B" + magic (2 bytes) + version
 FULL, LAST = 1, 4
 
 
-def read_offline_run(run_dir: Path) -> list[Any]:
-    """The protobuf records of the single offline W&B run under ``run_dir/wandb``."""
+def read_offline_run(run_dir: Path, wait_s: float = 60.0) -> list[Any]:
+    """The protobuf records of the single offline W&B run under ``run_dir/wandb``.
+
+    wandb-core writes the file from its own process and may still be writing when ``run.finish()``
+    returns in-process, so this reads until the run's ``exit`` record is there (or ``wait_s`` passes).
+    """
+    deadline = time.monotonic() + wait_s
+    while True:
+        records = _parse_offline_run(run_dir)
+        if any(r.WhichOneof("record_type") == "exit" for r in records) or time.monotonic() > deadline:
+            return records
+        time.sleep(0.5)
+
+
+def _parse_offline_run(run_dir: Path) -> list[Any]:
     from wandb.proto import wandb_internal_pb2
 
     files = list((run_dir / "wandb").glob("offline-run-*/run-*.wandb"))
@@ -93,7 +107,7 @@ def test_summary_holds_every_scalar_metric_flattened_and_no_metadata(logged):
 
 def test_table_is_logged_with_its_index_as_a_column(logged):
     run_dir, _ = logged
-    (table_file,) = (run_dir / "wandb").glob("offline-run-*/files/media/table/*.table.json")
+    (table_file,) = (run_dir / "wandb").glob("offline-run-*/files/media/table/table_*.table.json")
     assert json.loads(table_file.read_text()) == {"columns": ["system", "overall J"], "data": [["rag", "62.5 [25.0, 100.0]"]]}
 
 
