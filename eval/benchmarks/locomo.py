@@ -308,6 +308,7 @@ def predict(system: MemorySystem, episode: Episode, question: Question, ctx: Run
         "answer_completion_tokens": answer["completion_tokens"],
         "search_tokens": search_usage.prompt_tokens + search_usage.completion_tokens,
         "answer_cached": answer.get("cached", False),
+        "answer_failure": answer.get("failure"),  # set when the LLM gave no usable answer (not cached)
     }
 
 

@@ -171,6 +171,8 @@ def test_3_bad_responses_are_counted_never_cached(server, tiny_locomo, tmp_path,
     server.mode = "empty"
     bad = run_with(overrides)
     assert bad["judge_failures"] == 3  # counted, after retries
+    folder = run_dir_for(compose_cfg(overrides))
+    assert all("empty content" in r["answer_failure"] for r in rows(folder / "predictions.jsonl"))
     server.mode = "good"
     good = run_with([*overrides, "overwrite=true"])
     assert good["judge_failures"] == 0 and good["main_metric"] == 1.0
@@ -353,7 +355,7 @@ def test_7_hung_server_reported_after_patience(tmp_path):
 
 
 # -- provenance (issue 15 item 2) -----------------------------------------------------------------------
-def test_resume_under_other_code_refuses_unless_allowed(tiny_locomo, tmp_path, embed_cache, monkeypatch):
+def test_resume_under_other_code_refuses_unless_allowed(tiny_locomo, tmp_path, embed_cache, monkeypatch, caplog):
     with FakeOpenAIServer(mode="fail_after", budget=2) as fake:
         overrides = overrides_for(fake.url, tiny_locomo, tmp_path, embed_cache)
         with pytest.raises(LLMError):
@@ -370,6 +372,10 @@ def test_resume_under_other_code_refuses_unless_allowed(tiny_locomo, tmp_path, e
     meta = metrics["metadata"]
     assert meta["resume_allow_code_change"] is True and meta["code_changed_during_run"] is True
     assert meta["git_sha_start"] != meta["git_sha"]
+    monkeypatch.setattr("eval.runner.code_version", lambda: {**later, "git_sha": "1" * 40})
+    with caplog.at_level("WARNING"):
+        assert run_with(overrides)["metadata"] == meta  # a finished run is read back, with a warning
+    assert "was computed under code 0000" in caplog.text
     make_tables = load_script("make_tables")
     assert any("code changed during the run" in flag for flag in make_tables.provenance_flags(metrics))
     assert "Provenance: not from one clean commit" in make_tables.build(tmp_path / "results" / "runs", tmp_path / "tables")["locomo"]
