@@ -29,7 +29,7 @@ def harness_error(err: BaseException | None) -> HarnessError | None:
     while err is not None and seen < 10:
         if isinstance(err, HarnessError):
             return err
-        err, seen = err.__cause__ or err.__context__, seen + 1
+        err, seen = err.__cause__, seen + 1  # `raise ... from err` only: an error *during* handling is its own
     return None
 
 

@@ -191,15 +191,15 @@ def _run_locked(cfg: DictConfig, overrides: list[str] | None, run_dir: Path, inp
         clear_run_dir(run_dir)
     allow_code_change = bool(OmegaConf.select(cfg, "resume.allow_code_change", default=False))
     provenance = Provenance(run_dir)
+    provenance.check_resume(code, allow_code_change)
+    started = time.time()
+    llm = instantiate(cfg.llm)
+    judge_llm = instantiate(cfg.judge.llm) if cfg.judge.get("llm") else llm
+    check_credentials(llm, judge_llm)  # before anything is recorded or computed
     record = provenance.start(code, inputs, allow_code_change, atomic_write_json)
     (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
     (run_dir / "overrides.json").write_text(json.dumps(overrides or [], indent=2))
     log.info("run folder: %s (code %s)", run_dir, code_label(code))
-
-    started = time.time()
-    llm = instantiate(cfg.llm)
-    judge_llm = instantiate(cfg.judge.llm) if cfg.judge.get("llm") else llm
-    check_credentials(llm, judge_llm)
     embedder = instantiate(cfg.embedder)
     answerer = instantiate(cfg.answerer, llm=llm)
     try:

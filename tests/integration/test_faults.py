@@ -313,7 +313,7 @@ def test_6_missing_api_key_fails_before_any_work(server, tiny_locomo, tmp_path, 
     with pytest.raises(LLMError, match="NO_SUCH_KEY_FOR_TEST"):
         run_with(overrides)
     folder = run_dir_for(compose_cfg(overrides))
-    assert server.calls == 0 and not (folder / "ingest.jsonl").exists()
+    assert server.calls == 0 and not (folder / "ingest.jsonl").exists() and not (folder / "provenance.json").exists()
 
 
 def test_6_run_py_prints_wrapped_harness_error_in_one_line(server, tiny_locomo, tmp_path, embed_cache):
