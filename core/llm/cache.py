@@ -15,6 +15,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from filelock import FileLock
+
 from core.api import HarnessError
 
 
@@ -34,17 +36,20 @@ class ResponseCache:
     def __init__(self, path: str | Path, busy_timeout_s: float = 60.0) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        if self.path.exists() and self.path.stat().st_size == 0:
-            # SQLite would take a zero-byte file as a new database; here it means a damaged copy or a full disk
-            raise CacheError(f"response cache {self.path} is an empty (0-byte) file, not a database: delete it to start a fresh cache")
         self._lock = threading.Lock()
-        try:
-            self._conn = sqlite3.connect(self.path, check_same_thread=False, timeout=busy_timeout_s)
-            self._conn.execute("PRAGMA journal_mode=WAL")
-            self._conn.execute("CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
-            self._conn.commit()
-        except sqlite3.DatabaseError as err:
-            raise self._damaged(err) from err
+        # Opening is serialised across processes: a file another process has just created is 0 bytes until
+        # its first statement writes the header, so only under this lock does 0 bytes mean "damaged".
+        with FileLock(str(self.path) + ".open.lock", timeout=busy_timeout_s):
+            if self.path.exists() and self.path.stat().st_size == 0:
+                # SQLite would take a zero-byte file as a new database; here it is a damaged copy or a full disk
+                raise CacheError(f"response cache {self.path} is an empty (0-byte) file, not a database: delete it to start a fresh cache")
+            try:
+                self._conn = sqlite3.connect(self.path, check_same_thread=False, timeout=busy_timeout_s)
+                self._conn.execute("PRAGMA journal_mode=WAL")  # writes the header: the file is no longer empty
+                self._conn.execute("CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+                self._conn.commit()
+            except sqlite3.DatabaseError as err:
+                raise self._damaged(err) from err
 
     def _damaged(self, err: sqlite3.DatabaseError) -> CacheError:
         if isinstance(err, sqlite3.OperationalError) and "locked" in str(err):
