@@ -19,7 +19,18 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
-from eval.runner import ConfigError, run
+from core.api import HarnessError
+from eval.runner import run
+
+
+def harness_error(err: BaseException | None) -> HarnessError | None:
+    """The HarnessError behind ``err`` (Hydra's instantiate wraps constructor errors), if any."""
+    seen = 0
+    while err is not None and seen < 10:
+        if isinstance(err, HarnessError):
+            return err
+        err, seen = err.__cause__, seen + 1  # `raise ... from err` only: an error *during* handling is its own
+    return None
 
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="config")
@@ -27,8 +38,11 @@ def main(cfg: DictConfig) -> float | None:
     logging.getLogger("httpx").setLevel(logging.WARNING)
     try:
         metrics = run(cfg, overrides=list(HydraConfig.get().overrides.task))
-    except ConfigError as err:
-        print(f"config error: {err}", file=sys.stderr)
+    except Exception as err:  # the harness's own faults: one line naming the file/URL/key and the fix
+        known = harness_error(err)
+        if known is None or os.environ.get("HYDRA_FULL_ERROR") == "1":
+            raise
+        print(f"error ({type(known).__name__}): {' '.join(str(known).split())}", file=sys.stderr)
         raise SystemExit(2) from None
     main_metric = metrics.get("main_metric")
     return float(main_metric) if isinstance(main_metric, int | float) else None

@@ -155,7 +155,14 @@ class Inspectable(Protocol):
     def stored_items(self, namespace: str) -> list[StoredItem]: ...
 
 
-class LLMError(RuntimeError):
+class HarnessError(Exception):
+    """A fault the harness knows how to explain: its message names the file, URL or key and the fix.
+
+    run.py prints it as one line (no traceback unless HYDRA_FULL_ERROR=1) and exits non-zero.
+    """
+
+
+class LLMError(HarnessError, RuntimeError):
     """The server could not be reached or kept failing after bounded retries."""
 
 

@@ -12,7 +12,7 @@ import time
 from datetime import datetime
 from typing import Any
 
-from core.llm import LLMClient
+from core.llm import LLMClient, LLMOutputError
 from core.api import Retrieved
 
 ANSWER_SYSTEM = (
@@ -78,12 +78,16 @@ class Answerer:
 
     def answer(self, question: str, retrieved: list[Retrieved], question_time: str | None = None) -> dict[str, Any]:
         started = time.perf_counter()
-        result = self.llm.chat(
-            self.messages(question, retrieved, question_time),
-            max_tokens=self.max_answer_tokens,
-            temperature=self.temperature,
-            purpose="answer",
-        )
+        try:
+            result = self.llm.chat(
+                self.messages(question, retrieved, question_time),
+                max_tokens=self.max_answer_tokens,
+                temperature=self.temperature,
+                purpose="answer",
+            )
+        except LLMOutputError as err:  # empty output after the client's retries: an empty answer, not a crash
+            return {"text": "", "prompt_tokens": 0, "completion_tokens": 0, "latency_s": 0.0,
+                    "wall_s": time.perf_counter() - started, "cached": False, "failure": str(err)[:300]}
         return {
             "text": result.text.strip(),
             "prompt_tokens": result.prompt_tokens,

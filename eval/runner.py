@@ -12,7 +12,6 @@ import json
 import logging
 import os
 import shutil
-import subprocess
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -22,19 +21,27 @@ import numpy as np
 from hydra.utils import get_class, instantiate
 from omegaconf import DictConfig, OmegaConf
 
+from core.api import HarnessError, LLMUsage
 from core.config_check import check_config
+from eval import config_checks
 from eval.context import RunContext
 from eval.loggers import client_usage, progress_hook
+from eval.provenance import Provenance, code_label, code_version, combined_input_hash, input_hashes, same_code
+from eval.run_lock import LOCK_NAME, SIDECAR_NAME, RunLock
 from eval.tables import to_markdown
 
 log = logging.getLogger("mosaic_bench")
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: input file hashes in the identity, code at start and end, usage over invocations
 # Keys that do not change what a run computes, so they stay out of the config hash.
-NON_SEMANTIC_KEYS = ("logger", "results_dir", "cache_dir", "hydra", "overwrite", "run")
+NON_SEMANTIC_KEYS = ("logger", "results_dir", "cache_dir", "hydra", "overwrite", "resume", "run")
+# Per-client keys that say where or how patiently to reach a server, not what it computes: a server on
+# another port (base_url) or a longer timeout can resume a run.
+TRANSPORT_KEYS = ("cache_path", "verbosity", "flash_attn", "base_url", "api_key_env", "timeout_s", "patience_s",
+                  "max_retries", "retry_wait_s", "health_timeout_s")  # fmt: skip
 
 
-class ConfigError(ValueError):
+class ConfigError(HarnessError, ValueError):
     """A configuration that cannot run; the message says what to fix."""
 
 
@@ -44,10 +51,11 @@ def semantic_config(cfg: DictConfig) -> dict[str, Any]:
     assert isinstance(raw, dict)
     for key in NON_SEMANTIC_KEYS:
         raw.pop(key, None)
-    # cache paths, log levels and the attention kernel are where/how, not what (a kernel can move the last
-    # bits of a logit, which the response cache, keyed by the request, does not tell apart either)
+    # cache paths, log levels, server addresses and patience and the attention kernel are where/how, not
+    # what (a kernel can move the last bits of a logit, which the response cache, keyed by the request, does
+    # not tell apart either)
     for group in ("llm", "judge", "embedder"):
-        for key in ("cache_path", "verbosity", "flash_attn"):
+        for key in TRANSPORT_KEYS:
             _drop_key(raw.get(group), key)
     resolved = OmegaConf.to_container(OmegaConf.create(raw), resolve=True, throw_on_missing=False)
     assert isinstance(resolved, dict)
@@ -61,18 +69,11 @@ def _drop_key(node: Any, key: str) -> None:
             _drop_key(value, key)
 
 
-def config_hash(cfg: DictConfig) -> str:
-    canonical = json.dumps(semantic_config(cfg), sort_keys=True, default=str)
+def config_hash(cfg: DictConfig, inputs: dict[str, str] | None = None) -> str:
+    """Identity of a run: the semantic config plus the content hash of every input file (eval.provenance)."""
+    identity = {"config": semantic_config(cfg), "inputs": input_hashes(cfg) if inputs is None else inputs}
+    canonical = json.dumps(identity, sort_keys=True, default=str)
     return hashlib.sha256(canonical.encode()).hexdigest()[:12]
-
-
-def git_sha() -> str:
-    try:
-        sha = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True).stdout
-        return sha + ("-dirty" if dirty.strip() else "")
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 def validate(cfg: DictConfig) -> None:
@@ -88,6 +89,9 @@ def validate(cfg: DictConfig) -> None:
     for name in ("name",):
         if name not in cfg.system or name not in cfg.benchmark:
             raise ConfigError(f"conf/system and conf/benchmark files need a `{name}` key (used in the results path)")
+    bad = config_checks.problems(cfg)
+    if bad:
+        raise ConfigError("; ".join(bad))
 
 
 def atomic_write_json(path: Path, payload: dict[str, Any]) -> None:
@@ -99,15 +103,52 @@ def atomic_write_json(path: Path, payload: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
-def run_dir_for(cfg: DictConfig) -> Path:
+def run_dir_for(cfg: DictConfig, inputs: dict[str, str] | None = None) -> Path:
     return (
         Path(cfg.results_dir)
         / "runs"
         / str(cfg.benchmark.name)
         / str(cfg.system.name)
         / str(cfg.ablation_name)
-        / config_hash(cfg)
+        / config_hash(cfg, inputs)
     )
+
+
+def read_metrics(path: Path) -> dict[str, Any]:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise HarnessError(f"{path} is damaged (not valid JSON: {err}): rerun with overwrite=true to redo the run") from err
+
+
+def clear_run_dir(run_dir: Path) -> None:
+    """Remove everything a previous run left, except the lock this process holds."""
+    for child in run_dir.iterdir():
+        if child.name in (LOCK_NAME, SIDECAR_NAME):
+            continue
+        shutil.rmtree(child) if child.is_dir() and not child.is_symlink() else child.unlink()
+
+
+def add_usage(total: dict[str, Any], more: dict[str, Any]) -> dict[str, Any]:
+    """Sum of two LLMUsage dicts (calls, tokens, by purpose)."""
+    out = json.loads(json.dumps(total))
+    for key, value in more.items():
+        if key == "by_purpose":
+            for purpose, counts in value.items():
+                bucket = out.setdefault("by_purpose", {}).setdefault(purpose, {})
+                for name, n in counts.items():
+                    bucket[name] = bucket.get(name, 0) + n
+        elif isinstance(value, int | float):
+            out[key] = out.get(key, 0) + value
+    return out
+
+
+def check_credentials(*clients: Any) -> None:
+    """An API key missing from the environment fails here, before any ingest."""
+    for client in clients:
+        check = getattr(client, "check_credentials", None)
+        if callable(check):
+            check()
 
 
 def latency_summary(latencies_s: list[float]) -> dict[str, float | int]:
@@ -129,30 +170,46 @@ def build_system(cfg: DictConfig, llm: Any, embedder: Any, run_dir: Path) -> Any
 def run(cfg: DictConfig, overrides: list[str] | None = None) -> dict[str, Any]:
     """Run the configured benchmark on the configured system and return metrics (also on disk)."""
     validate(cfg)
-    run_dir = run_dir_for(cfg)
+    inputs = input_hashes(cfg)
+    run_dir = run_dir_for(cfg, inputs)
+    with RunLock(run_dir):
+        metrics = _run_locked(cfg, overrides, run_dir, inputs)
+    return metrics
+
+
+def _run_locked(cfg: DictConfig, overrides: list[str] | None, run_dir: Path, inputs: dict[str, str]) -> dict[str, Any]:
     metrics_path = run_dir / "metrics.json"
+    code = code_version()
     if metrics_path.exists() and not cfg.overwrite:
         log.info("this configuration already finished; reading %s (overwrite=true to redo)", metrics_path)
-        metrics = json.loads(metrics_path.read_text())
+        metrics = read_metrics(metrics_path)
+        finished_code = metrics.get("metadata", {}).get("code_at_end")
+        if finished_code and not same_code(finished_code, code):
+            log.warning("%s was computed under code %s; the code is now %s (overwrite=true recomputes it)",
+                        metrics_path, code_label(finished_code), code_label(code))  # fmt: skip
         _finish(cfg, run_dir, metrics, log_external=False)
         return metrics
-    if cfg.overwrite and run_dir.exists():
+    if cfg.overwrite and any(p.name not in (LOCK_NAME, SIDECAR_NAME) for p in run_dir.iterdir()):
         log.info("overwrite=true: clearing %s (the LLM cache still makes the redo cheap)", run_dir)
-        shutil.rmtree(run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
-    (run_dir / "overrides.json").write_text(json.dumps(overrides or [], indent=2))
-    log.info("run folder: %s", run_dir)
-
+        clear_run_dir(run_dir)
+    allow_code_change = bool(OmegaConf.select(cfg, "resume.allow_code_change", default=False))
+    provenance = Provenance(run_dir)
+    provenance.check_resume(code, allow_code_change)
     started = time.time()
     llm = instantiate(cfg.llm)
     judge_llm = instantiate(cfg.judge.llm) if cfg.judge.get("llm") else llm
+    check_credentials(llm, judge_llm)  # before anything is recorded or computed
+    record = provenance.start(code, inputs, allow_code_change, atomic_write_json)
+    (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
+    (run_dir / "overrides.json").write_text(json.dumps(overrides or [], indent=2))
+    log.info("run folder: %s (code %s)", run_dir, code_label(code))
     embedder = instantiate(cfg.embedder)
     answerer = instantiate(cfg.answerer, llm=llm)
     try:
         system = build_system(cfg, llm, embedder, run_dir)
         benchmark = instantiate(cfg.benchmark, _convert_="all")
-        ctx = RunContext(run_dir=run_dir, cfg=cfg, llm=llm, judge_llm=judge_llm, embedder=embedder, answerer=answerer, log=log)
+        ctx = RunContext(run_dir=run_dir, cfg=cfg, llm=llm, judge_llm=judge_llm, embedder=embedder, answerer=answerer,
+                         log=log, input_hash=combined_input_hash(inputs))  # fmt: skip
         ctx.progress = progress_hook(instantiate(cfg.logger), run_dir, semantic_config(cfg), client_usage(llm, judge_llm))  # W&B while it runs
         if hasattr(system, "run_metadata"):  # e.g. Mem0's "semantic search only (no spaCy model)"
             ctx.extra_metadata["system_metadata"] = system.run_metadata()
@@ -160,9 +217,21 @@ def run(cfg: DictConfig, overrides: list[str] | None = None) -> dict[str, Any]:
         system_metrics = getattr(system, "metrics", None)
         if callable(system_metrics) and "system_metrics" not in metrics:  # e.g. MOSAIC's LSH fallback rate, NCS drift
             metrics["system_metrics"] = system_metrics()
+        earlier = record["invocations"][:-1]
+        code_at_end = code_version()
+        llm_usage_now = llm.usage.__dict__
+        judge_usage_now = judge_llm.usage.__dict__ if judge_llm is not llm else None
         metrics["metadata"] = {
             "schema_version": SCHEMA_VERSION,
-            "git_sha": git_sha(),
+            "git_sha": code_label(code_at_end),
+            "git_sha_start": code_label(record["code_at_start"]),
+            "git_dirty": bool(record["code_at_start"].get("dirty") or code_at_end.get("dirty")),
+            "code_at_start": record["code_at_start"],
+            "code_at_end": code_at_end,
+            "code_changed_during_run": not same_code(record["code_at_start"], code_at_end),
+            "resume_allow_code_change": allow_code_change,
+            "input_files": inputs,
+            "input_hash": ctx.input_hash,
             "benchmark": str(cfg.benchmark.name),
             "benchmark_target": str(cfg.benchmark._target_),
             "system": str(cfg.system.name),
@@ -171,9 +240,13 @@ def run(cfg: DictConfig, overrides: list[str] | None = None) -> dict[str, Any]:
             "llm_model_id": llm.model_id,
             "judge_model_id": judge_llm.model_id,
             "embedder_model_id": getattr(embedder, "model_id", "unknown"),
-            "llm_usage": llm.usage.__dict__,
+            # over every invocation of this run folder (a killed run's calls are counted when it ended cleanly
+            # enough to record them: errors and Ctrl-C yes, kill -9 no)
+            "llm_usage": _summed(earlier, "llm_usage", llm_usage_now),
+            "llm_usage_this_invocation": llm_usage_now,
+            "invocations": len(record["invocations"]),
             "llm_call_latency": latency_summary(getattr(getattr(llm, "meter", None), "latencies_s", [])),
-            "judge_usage": judge_llm.usage.__dict__ if judge_llm is not llm else "same client as llm",
+            "judge_usage": _summed(earlier, "judge_usage", judge_usage_now) if judge_usage_now else "same client as llm",
             "overrides": overrides or [],
             "finished_at": datetime.now(timezone.utc).isoformat(),
             "wall_s_this_invocation": round(time.time() - started, 2),
@@ -181,12 +254,32 @@ def run(cfg: DictConfig, overrides: list[str] | None = None) -> dict[str, Any]:
         }
         atomic_write_json(metrics_path, metrics)
     finally:
+        _record_invocation(provenance, llm, judge_llm, started)
         for client in {id(llm): llm, id(judge_llm): judge_llm}.values():
             close = getattr(client, "close", None)
             if close:
                 close()
     _finish(cfg, run_dir, metrics, log_external=True)
     return metrics
+
+
+def _summed(invocations: list[dict[str, Any]], field: str, now: dict[str, Any]) -> dict[str, Any]:
+    total: dict[str, Any] = LLMUsage().__dict__
+    for entry in invocations:
+        total = add_usage(total, entry.get(field) or {})
+    return add_usage(total, now)
+
+
+def _record_invocation(provenance: Provenance, llm: Any, judge_llm: Any, started: float) -> None:
+    """Write this invocation's usage into provenance.json, so a resumed run's totals include it."""
+    record = provenance.load()
+    if record is None or not record.get("invocations"):
+        return
+    record["invocations"][-1].update(
+        llm_usage=llm.usage.__dict__, judge_usage=judge_llm.usage.__dict__ if judge_llm is not llm else None,
+        wall_s=round(time.time() - started, 2), ended_at=datetime.now(timezone.utc).isoformat(),
+    )  # fmt: skip
+    atomic_write_json(provenance.path, record)
 
 
 def _finish(cfg: DictConfig, run_dir: Path, metrics: dict[str, Any], log_external: bool) -> None:

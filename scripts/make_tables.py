@@ -42,14 +42,43 @@ def load_runs(root: Path) -> dict[str, list[dict[str, Any]]]:
     return groups
 
 
+def provenance_flags(metrics: dict[str, Any]) -> list[str]:
+    """Why a run is not a clean published result: dirty tree, code changed between start and end, or unknown."""
+    meta = metrics.get("metadata", {})
+    end, start = str(meta.get("git_sha", "unknown")), meta.get("git_sha_start")
+    flags = []
+    if start is None:
+        flags.append("start code not recorded (run predates provenance)")
+    elif str(start).endswith("-dirty"):
+        flags.append(f"started from a dirty tree ({start})")
+    if end.endswith("-dirty"):
+        flags.append(f"ended on a dirty tree ({end})")
+    if start is not None and (meta.get("code_changed_during_run") or str(start) != end):
+        flags.append(f"code changed during the run ({start} -> {end})")
+    if end == "unknown":
+        flags.append("no git sha")
+    return flags
+
+
+def provenance_notes(runs: list[dict[str, Any]]) -> str:
+    """A footnote under a table listing every run that does not come from one clean commit."""
+    lines = [f"- {run['_path']}: {'; '.join(flags)}" for run in runs if (flags := provenance_flags(run))]
+    return "\n\n**Provenance: not from one clean commit**\n" + "\n".join(lines) if lines else ""
+
+
 def build(root: Path, out: Path, convention: str | None = None) -> dict[str, str]:
-    """Write one table per benchmark; return benchmark -> Markdown."""
+    """Write one table per benchmark (with a provenance footnote where needed); return benchmark -> Markdown."""
     written = {}
     for benchmark, runs in sorted(load_runs(root).items()):
         cls = get_class(_field(runs[0], "benchmark_target"))
         table = cls.make_table(runs, convention) if convention else cls.make_table(runs)
         write_tables(table, out / benchmark)
-        written[benchmark] = to_markdown(table)
+        notes = provenance_notes(runs)
+        if notes:
+            md_path = (out / benchmark).with_suffix(".md")
+            if md_path.exists():
+                md_path.write_text(md_path.read_text(encoding="utf-8").rstrip("\n") + notes + "\n", encoding="utf-8")
+        written[benchmark] = to_markdown(table) + notes
     return written
 
 

@@ -14,7 +14,7 @@ import time
 from typing import Any
 
 import httpx
-from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential
+from tenacity import Retrying, retry_if_exception, stop_after_attempt, stop_after_delay, wait_exponential
 
 from core.api import ChatResult, LLMError, LLMOutputError, LLMUsage
 from core.llm.cache import ResponseCache
@@ -23,12 +23,35 @@ from core.llm.meter import UsageMeter
 log = logging.getLogger(__name__)
 
 
+class BadResponseError(LLMError):
+    """The server answered 200 with something that is not a usable chat completion (retried, never cached)."""
+
+
+class EmptyContentError(BadResponseError):
+    """A well-formed completion with nothing in it: retried; after the last try a counted LLMOutputError."""
+
+
 def _retryable(err: BaseException) -> bool:
-    if isinstance(err, httpx.TransportError | httpx.TimeoutException):
+    if isinstance(err, httpx.TransportError | httpx.TimeoutException | BadResponseError):
         return True
     if isinstance(err, httpx.HTTPStatusError):
         return err.response.status_code in (408, 429, 500, 502, 503, 504)
     return False
+
+
+def completion_choice(response: httpx.Response, url: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The body and first choice of a chat completion; BadResponseError if it is not one."""
+    try:
+        body = response.json()
+    except ValueError as err:
+        raise BadResponseError(f"{url} answered {response.status_code} with a body that is not JSON: {response.text[:200]!r}") from err
+    choices = body.get("choices") if isinstance(body, dict) else None
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict) or not isinstance(choices[0].get("message"), dict):
+        raise BadResponseError(f"{url} answered {response.status_code} without `choices[0].message`: {response.text[:200]!r}")
+    choice = choices[0]
+    if not (choice["message"].get("content") or "").strip() and not choice["message"].get("tool_calls"):
+        raise EmptyContentError(f"{url} answered {response.status_code} with empty content (finish_reason {choice.get('finish_reason')!r})")
+    return body, choice
 
 
 class OpenAICompatClient:
@@ -47,6 +70,8 @@ class OpenAICompatClient:
         cache_path: str | None = None,
         timeout_s: float = 300.0,
         max_retries: int = 4,
+        patience_s: float = 900.0,
+        retry_wait_s: float = 1.0,
         health_timeout_s: float = 0.0,
         extra_body: dict[str, Any] | None = None,
         context_tokens: int | None = None,
@@ -56,6 +81,10 @@ class OpenAICompatClient:
         self.api_key_env = api_key_env
         self.timeout_s = timeout_s
         self.max_retries = max_retries
+        # total time one request may take over all its tries before the server is reported: a hung
+        # server is named after patience_s, not after timeout_s x max_retries (vLLM's 600 s x 4 = 40 min)
+        self.patience_s = patience_s
+        self.retry_wait_s = retry_wait_s  # first back-off between tries (doubles, at most 30 s)
         self.health_timeout_s = health_timeout_s
         self.extra_body = dict(extra_body or {})
         self.context_tokens = context_tokens
@@ -82,6 +111,10 @@ class OpenAICompatClient:
                 raise LLMError(f"environment variable {self.api_key_env} (llm.api_key_env) is not set")
             return key
         return "sk-no-key-needed"
+
+    def check_credentials(self) -> None:
+        """Fail now, before any work, when the API key's environment variable is missing."""
+        _ = self.api_key
 
     def _client(self) -> httpx.Client:
         if self._http is None:
@@ -111,9 +144,15 @@ class OpenAICompatClient:
     @property
     def model_id(self) -> str:
         if self._model is None:
-            response = self._client().get(self.api_base + "/models")
-            response.raise_for_status()
-            self._model = response.json()["data"][0]["id"]
+            url = self.api_base + "/models"
+            try:
+                response = self._client().get(url)
+                response.raise_for_status()
+                self._model = str(response.json()["data"][0]["id"])
+            except httpx.HTTPError as err:
+                raise LLMError(f"cannot read the served model id from {url}: {err}; check the server, or set llm.model") from err
+            except (ValueError, KeyError, IndexError, TypeError) as err:
+                raise LLMError(f"{url} did not list a model ({response.text[:200]!r}); check the server, or set llm.model") from err
             log.info("served model id: %s", self._model)
         return self._model
 
@@ -122,19 +161,35 @@ class OpenAICompatClient:
         return self.meter.snapshot()
 
     # -- calls ------------------------------------------------------------------------
-    def _post(self, payload: dict[str, Any]) -> dict[str, Any]:
+    def _post(self, payload: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        """POST one chat completion; retry transport faults, 5xx/429 and unusable 200s within patience_s."""
         client = self._client()
+        url = self.api_base + "/chat/completions"
+        deadline = time.monotonic() + self.patience_s
         for attempt in Retrying(
-            stop=stop_after_attempt(self.max_retries),
-            wait=wait_exponential(multiplier=1, min=1, max=30),
+            stop=stop_after_attempt(self.max_retries) | stop_after_delay(self.patience_s),
+            wait=wait_exponential(multiplier=self.retry_wait_s, min=self.retry_wait_s, max=30),
             retry=retry_if_exception(_retryable),
             reraise=True,
         ):
             with attempt:
-                response = client.post(self.api_base + "/chat/completions", json=payload)
+                timeout = max(1.0, min(self.timeout_s, deadline - time.monotonic()))
+                response = client.post(url, json=payload, timeout=timeout)
                 response.raise_for_status()
-                return response.json()
+                return completion_choice(response, url)
         raise AssertionError("unreachable")
+
+    @staticmethod
+    def _usable(result: ChatResult, schema_request: bool) -> str | None:
+        """Why a response must not be used or cached (None: fine)."""
+        if not result.text.strip():
+            return "empty content"
+        if schema_request:
+            try:
+                result.json()
+            except LLMOutputError:
+                return "output is not valid JSON for the requested schema"
+        return None
 
     def chat(
         self,
@@ -165,19 +220,25 @@ class OpenAICompatClient:
             payload["top_logprobs"] = top_logprobs
         key = ResponseCache.key(payload)
         hit = self.cache.get(key) if self.cache else None
-        if hit is not None:
+        if hit is not None and self._usable(ChatResult(**{**hit, "cached": True}), response_schema is not None) is None:
             result = ChatResult(**{**hit, "cached": True})
-        else:
+        else:  # a miss, or an entry cached before responses were validated: asked again
             started = time.perf_counter()
+            url = self.api_base + "/chat/completions"
             try:
-                body = self._post(payload)
+                body, choice = self._post(payload)
             except httpx.HTTPStatusError as err:
                 raise LLMError(
-                    f"LLM server {self.base_url} answered {err.response.status_code}: {err.response.text[:500]}"
+                    f"LLM server {url} answered {err.response.status_code}: {err.response.text[:300]!r}; check the server and llm.model"
                 ) from err
             except httpx.HTTPError as err:
-                raise LLMError(f"LLM server {self.base_url} unreachable after {self.max_retries} tries: {err}") from err
-            choice = body["choices"][0]
+                raise LLMError(
+                    f"LLM server {url} unreachable after {self.max_retries} tries within llm.patience_s={self.patience_s:g}s: {err!r}; check the server"
+                ) from err
+            except EmptyContentError as err:
+                raise LLMOutputError(f"{err} after {self.max_retries} tries") from err
+            except BadResponseError as err:
+                raise LLMError(f"{err} (after {self.max_retries} tries); check the server") from err
             usage = body.get("usage") or {}
             result = ChatResult(
                 text=choice["message"].get("content") or "",
@@ -189,6 +250,12 @@ class OpenAICompatClient:
                 logprobs=(choice.get("logprobs") or {}).get("content") if top_logprobs else None,
                 cached_prompt_tokens=int((usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0),
             )
+            problem = self._usable(result, response_schema is not None)
+            if response_schema is not None and choice.get("finish_reason") == "length":
+                problem = f"generation cut off at max_tokens={max_tokens} (finish_reason length)"
+            if problem:  # a model fault: counted by the caller (chat_json retries with another seed), never cached
+                self.meter.record(purpose, result)
+                raise LLMOutputError(f"{problem}: {result.text[:200]!r}")
             if self.cache:
                 self.cache.put(key, {k: v for k, v in result.__dict__.items() if k != "cached"})
         self.meter.record(purpose, result)
@@ -206,9 +273,8 @@ class OpenAICompatClient:
         """Structured call: json_schema output, parsed; retried with a new seed if it breaks."""
         last: LLMOutputError | None = None
         for seed in range(attempts):
-            result = self.chat(messages, response_schema=schema, max_tokens=max_tokens, seed=seed, purpose=purpose)
-            try:
-                return result.json()
+            try:  # chat() raises on empty, truncated or unparsable output (and caches none of them)
+                return self.chat(messages, response_schema=schema, max_tokens=max_tokens, seed=seed, purpose=purpose).json()
             except LLMOutputError as err:
                 last = err
                 log.warning("schema-breaking output (%s), attempt %d/%d", purpose, seed + 1, attempts)

@@ -16,6 +16,7 @@ The request the library builds (prompt, ``response_format``, sampling) is otherw
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from typing import Any
@@ -25,6 +26,26 @@ from core.llm.cache import request_key
 from core.llm.meter import UsageMeter
 
 log = logging.getLogger(__name__)
+
+
+def unusable(response: dict[str, Any], request: dict[str, Any]) -> str | None:
+    """Why a completion (as a JSON dict) must not be cached: the same rules as the harness's own client."""
+    choices = response.get("choices") or []
+    if not choices:
+        return "response without choices"
+    choice = choices[0] or {}
+    message = choice.get("message") or {}
+    content = message.get("content") or ""
+    if not content.strip() and not message.get("tool_calls"):
+        return "empty content"
+    if request.get("response_format") and not message.get("tool_calls"):
+        if choice.get("finish_reason") == "length":
+            return "structured output cut off (finish_reason length)"
+        try:
+            json.loads(content.strip().removeprefix("```json").removeprefix("```").removesuffix("```"))
+        except json.JSONDecodeError:
+            return "structured output is not valid JSON"
+    return None
 
 
 class LibraryLLMTap:
@@ -51,6 +72,7 @@ class LibraryLLMTap:
         # the harness's own patience, not the openai client's 600 s: on a slow CPU server Mem0's first
         # ~8.4k-token prompt can take longer, and the client's retry would start it again from scratch
         self.timeout_s: float | None = timeout_s or harness_llm.timeout_s
+        self.invalid_responses = 0  # responses not cached: no choices, empty, truncated or broken JSON
         self.last_text = ""  # the latest response text, for adapters that check the library's parsing
 
     @property
@@ -81,7 +103,7 @@ class LibraryLLMTap:
             request["max_tokens"] = self.max_tokens
         key = request_key({"library": self.library, **request}) if self._cache else None
         hit = self._cache.get(key) if self._cache and key else None
-        if hit is not None:
+        if hit is not None and unusable(hit, request) is None:
             response = ChatCompletion.model_validate(hit)
             latency = 0.0
         else:
@@ -89,8 +111,14 @@ class LibraryLLMTap:
             send = {**request, "timeout": self.timeout_s} if self.timeout_s and "timeout" not in request else request
             response = original(**send)  # the timeout is not part of the cache key
             latency = time.perf_counter() - started
-            if self._cache and key:
-                self._cache.put(key, response.model_dump(mode="json"))
+            dumped = response.model_dump(mode="json")
+            problem = unusable(dumped, request)
+            if problem:  # handed to the library (it has its own error handling), counted, never cached
+                self.invalid_responses += 1
+                log.warning("%s: %s; not cached", self.library, problem)
+            elif self._cache and key:
+                self._cache.put(key, dumped)
+            hit = None
         usage = response.usage
         result = ChatResult(
             text=(response.choices[0].message.content or "") if response.choices else "",

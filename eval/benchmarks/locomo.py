@@ -328,6 +328,7 @@ def predict(system: MemorySystem, episode: Episode, question: Question, ctx: Run
         "answer_completion_tokens": answer["completion_tokens"],
         "search_tokens": found.tokens,
         "answer_cached": answer.get("cached", False),
+        "answer_failure": answer.get("failure"),  # set when the LLM gave no usable answer (not cached)
     }
 
 

@@ -1,0 +1,112 @@
+"""Range checks for every numeric run-level, benchmark, LLM, judge and answerer option, before any work.
+
+``benchmark.max_sessions=0`` used to ingest the whole conversation and ``max_questions=-1`` finished
+with no questions and exit 0; each such value now fails at start with the key and the allowed range.
+A rule applies only where its key exists in the composed config (benchmarks differ in their keys).
+The ``system.*`` blocks have their own schema (mosaic/ and baselines/ configs).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from omegaconf import DictConfig, ListConfig, OmegaConf
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A number in [low, high]; ``integer`` refuses 2.5 and "abc"; ``nullable`` allows null (= no limit)."""
+
+    low: float | None = None
+    high: float | None = None
+    integer: bool = True
+    nullable: bool = False
+    low_open: bool = False  # low itself not allowed (timeouts: > 0)
+
+    def describe(self) -> str:
+        kind = "an integer" if self.integer else "a number"
+        bounds = []
+        if self.low is not None:
+            bounds.append(f"{'>' if self.low_open else '>='} {self.low:g}")
+        if self.high is not None:
+            bounds.append(f"<= {self.high:g}")
+        return f"{kind}{' ' + ' and '.join(bounds) if bounds else ''}{' or null' if self.nullable else ''}"
+
+    def accepts(self, value: Any) -> bool:
+        if value is None:
+            return self.nullable
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return False
+        if self.integer and not isinstance(value, int):
+            return False
+        if isinstance(value, float) and not math.isfinite(value):
+            return False
+        if self.low is not None and (value < self.low or (self.low_open and value == self.low)):
+            return False
+        return self.high is None or value <= self.high
+
+
+COUNT = Rule(low=1)  # a count of things to use: at least one
+LIMIT = Rule(low=1, nullable=True)  # a slice limit: null = all, else at least one
+SEED = Rule(low=0)
+SECONDS = Rule(low=0, integer=False, low_open=True)
+
+BENCHMARK_RULES = {
+    "max_sessions": LIMIT, "max_questions": LIMIT, "top_k": COUNT, "bootstrap_samples": COUNT, "seed": SEED,
+    "judge_max_tokens": COUNT, "judge_attempts": COUNT, "radius_k": COUNT, "limit_cases": LIMIT,
+    "cases_per_group": LIMIT, "update_k": COUNT, "qa_k": COUNT, "limit_users": LIMIT, "limit_sessions": LIMIT,
+}  # fmt: skip
+LLM_RULES = {
+    "timeout_s": SECONDS, "patience_s": SECONDS, "retry_wait_s": Rule(low=0, integer=False),
+    "health_timeout_s": Rule(low=0, integer=False), "max_retries": COUNT, "context_tokens": COUNT,
+    "parallel": COUNT, "threads": LIMIT,
+}  # fmt: skip
+ANSWERER_RULES = {
+    "max_context_tokens": COUNT, "max_answer_tokens": COUNT, "chars_per_token": SECONDS,
+    "temperature": Rule(low=0, high=2, integer=False),
+}  # fmt: skip
+RUN_RULES = {"seed": SEED, "run.workers": COUNT}
+BOOL_KEYS = ("overwrite", "resume.allow_code_change")
+
+
+def _get(cfg: DictConfig, dotted: str) -> tuple[bool, Any]:
+    value = OmegaConf.select(cfg, dotted, default="\0missing")
+    return (False, None) if value == "\0missing" else (True, value)
+
+
+def problems(cfg: DictConfig) -> list[str]:
+    """Every invalid value, each as ``key=value: must be ...``; empty when the config may run."""
+    checks: list[tuple[str, Rule]] = [(key, rule) for key, rule in RUN_RULES.items()]
+    checks += [(f"benchmark.{key}", rule) for key, rule in BENCHMARK_RULES.items()]
+    checks += [(f"answerer.{key}", rule) for key, rule in ANSWERER_RULES.items()]
+    checks += [(f"{block}.{key}", rule) for block in ("llm", "judge.llm") for key, rule in LLM_RULES.items()]
+    found = []
+    for key, rule in checks:
+        present, value = _get(cfg, key)
+        if present and not rule.accepts(value):
+            found.append(f"{key}={value!r}: must be {rule.describe()}")
+    for key in BOOL_KEYS:
+        present, value = _get(cfg, key)
+        if present and not isinstance(value, bool):
+            found.append(f"{key}={value!r}: must be true or false")
+    found += _list_problems(cfg)
+    return found
+
+
+def _list_problems(cfg: DictConfig) -> list[str]:
+    found = []
+    present, conversations = _get(cfg, "benchmark.conversations")
+    if present and conversations is not None:
+        if not isinstance(conversations, ListConfig | list) or not conversations:
+            found.append(f"benchmark.conversations={conversations!r}: must be null (all) or a non-empty list of indices >= 0 / sample ids")
+        else:
+            bad = [c for c in conversations if isinstance(c, bool) or not (isinstance(c, str) or (isinstance(c, int) and c >= 0))]
+            if bad:
+                found.append(f"benchmark.conversations has {bad}: each must be an index >= 0 or a sample id such as conv-26")
+    present, categories = _get(cfg, "benchmark.exclude_categories")
+    if present and categories is not None:
+        if not isinstance(categories, ListConfig | list) or any(isinstance(c, bool) or not isinstance(c, int) for c in categories):
+            found.append(f"benchmark.exclude_categories={categories!r}: must be a list of category numbers, e.g. [5]")
+    return found
