@@ -1,4 +1,7 @@
-"""LoCoMo LLM judge: binary CORRECT/WRONG, lenient on paraphrase and date format.
+"""LoCoMo LLM judge: binary CORRECT/WRONG under a prompt chosen in config (conf/judge/prompt/).
+
+The default prompt is lenient on paraphrase and date format; ``mem0_generous`` is the literature's
+prompt and ``strict`` our own (results/judge/ holds each prompt's calibration on the audit bank).
 
 Output that breaks the schema (after the client's retries) is a counted failure with
 ``label=None``, never a crash; an unreachable server still raises, so the run can resume later.
@@ -7,7 +10,12 @@ Output that breaks the schema (after the client's retries) is a counted failure 
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
+
+import yaml
 
 from core.llm import LLMClient, LLMOutputError
 
@@ -23,30 +31,57 @@ JUDGE_SCHEMA: dict[str, Any] = {
     "additionalProperties": False,
 }
 
-JUDGE_SYSTEM = (
-    "You grade answers to questions about a conversation. You get a question, a gold answer "
-    "and a generated answer. Label the generated answer CORRECT when it refers to the same "
-    "thing as the gold answer, even if it is worded differently, longer, or less specific "
-    "but still compatible. For dates and times, accept any format or relative phrasing that "
-    "points to the same date or period (e.g. '7 May 2023', 'May 7th, 2023', 'the day before "
-    "8 May 2023'). Label it WRONG when it contradicts the gold answer, names something else, "
-    "or says the information is not available. Reply with JSON: a one-sentence reasoning, "
-    "then the label."
-)
+PROMPT_DIR = Path(__file__).resolve().parents[1] / "conf" / "judge" / "prompt"
+
+
+@dataclass(frozen=True)
+class JudgePrompt:
+    """A judge prompt from conf/judge/prompt/<name>.yaml: optional system text and a user template.
+
+    The template's ``{question}``, ``{gold}`` and ``{prediction}`` are filled in; the reply schema
+    (one-sentence reasoning, then the label) is the same for every prompt, so only the wording differs.
+    """
+
+    name: str
+    user: str
+    system: str | None = None
+
+    @classmethod
+    def from_conf(cls, name: str = "default") -> JudgePrompt:
+        """Read a prompt file by name (for code that runs outside Hydra, e.g. tests and scripts)."""
+        path = PROMPT_DIR / f"{name}.yaml"
+        if not path.is_file():
+            options = ", ".join(sorted(p.stem for p in PROMPT_DIR.glob("*.yaml")))
+            raise ValueError(f"judge prompt {name!r}: no {path}; choose one of {options}")
+        return cls.from_mapping(yaml.safe_load(path.read_text(encoding="utf-8")), str(path))
+
+    @classmethod
+    def from_mapping(cls, raw: Mapping[str, Any] | None, where: str = "judge.prompt") -> JudgePrompt:
+        """Build from a config node (``cfg.judge.prompt``); None means the default prompt."""
+        if raw is None:
+            return cls.from_conf("default")
+        unknown = set(raw) - {"name", "system", "user"}
+        if unknown or not raw.get("name") or not raw.get("user"):
+            raise ValueError(f"{where}: needs `name` and `user` (optional `system`), got keys {sorted(raw)}")
+        for field in ("{question}", "{gold}", "{prediction}"):
+            if field not in raw["user"]:
+                raise ValueError(f"{where}.user: the template must contain {field}")
+        return cls(name=str(raw["name"]), user=str(raw["user"]), system=None if raw.get("system") is None else str(raw["system"]))
 
 
 class LLMJudge:
-    """One judge prompt for every system; ``purpose='judge'`` in the usage meter."""
+    """One judge prompt for every system in a run; ``purpose='judge'`` in the usage meter."""
 
-    def __init__(self, llm: LLMClient, max_tokens: int = 160, attempts: int = 2) -> None:
+    def __init__(self, llm: LLMClient, max_tokens: int = 160, attempts: int = 2, prompt: JudgePrompt | None = None) -> None:
         self.llm = llm
         self.max_tokens = max_tokens
         self.attempts = attempts
+        self.prompt = prompt or JudgePrompt.from_conf("default")
 
-    @staticmethod
-    def messages(question: str, gold: str, prediction: str) -> list[dict[str, str]]:
-        user = f"Question: {question}\nGold answer: {gold}\nGenerated answer: {prediction}"
-        return [{"role": "system", "content": JUDGE_SYSTEM}, {"role": "user", "content": user}]
+    def messages(self, question: str, gold: str, prediction: str) -> list[dict[str, str]]:
+        user = self.prompt.user.format(question=question, gold=gold, prediction=prediction)
+        system = [{"role": "system", "content": self.prompt.system}] if self.prompt.system is not None else []
+        return [*system, {"role": "user", "content": user}]
 
     def judge(self, question: str, gold: str, prediction: str) -> dict[str, Any]:
         """Return ``{label, correct, reasoning, failure}``; label None and failure set on bad output."""

@@ -4,7 +4,8 @@
 
 Groups runs by benchmark, calls that benchmark class's static ``make_table`` (class path
 recorded in metrics.json as ``benchmark_target``), writes <out>/<benchmark>.{md,csv,tex}
-and prints the Markdown.
+and prints the Markdown; a class's optional ``make_extra_tables`` adds more (LoCoMo: the
+judge-and-gold view, locomo_judge_gold.*).
 """
 
 from __future__ import annotations
@@ -79,6 +80,10 @@ def build(root: Path, out: Path, convention: str | None = None) -> dict[str, str
             if md_path.exists():
                 md_path.write_text(md_path.read_text(encoding="utf-8").rstrip("\n") + notes + "\n", encoding="utf-8")
         written[benchmark] = to_markdown(table) + notes
+        extra = getattr(cls, "make_extra_tables", None)  # e.g. LoCoMo's judge-and-gold view
+        for name, extra_table in (extra(runs) if extra else {}).items():
+            write_tables(extra_table, out / name)
+            written[name] = to_markdown(extra_table)
     return written
 
 

@@ -23,8 +23,10 @@ from typing import Any
 import pandas as pd
 from tqdm import tqdm
 
+from eval.benchmarks.locomo_audit import GOLD_MODES, file_sha256, load_errata, score_changing_positions
 from eval.context import JsonlRows, RunContext
-from eval.judge import LLMJudge
+from eval.judge import JudgePrompt, LLMJudge
+from eval.judge_calibration import load_calibration, summary_cell
 from eval.metrics import bleu1, bootstrap_ci, evidence_recall, format_ci, percentiles, set_f1_mem0, token_f1
 from eval.tables import format_pair
 from eval.workers import Stage, SystemGuard, in_worker, run_stage, workers_of
@@ -404,6 +406,41 @@ def aggregate(
     }
 
 
+def gold_slices(
+    predictions: list[dict[str, Any]],
+    judgements: dict[str, dict[str, Any]],
+    excluded_keys: set[str] | None,
+    convention: str,
+    n_samples: int,
+    seed: int,
+) -> dict[str, Any]:
+    """Judge accuracy against the original gold and with the audit's score-changing questions dropped.
+
+    ``excluded_keys`` None means the errata file was unavailable: only the original slice is given.
+    """
+    slices: dict[str, Any] = {}
+    for mode in GOLD_MODES:
+        if mode == "audited_excluded" and excluded_keys is None:
+            slices[mode] = None
+            continue
+        dropped = excluded_keys if mode == "audited_excluded" else set()
+        kept = [p for p in predictions if p["key"] not in dropped]
+        summary = aggregate(kept, judgements, convention, n_samples, seed)
+        slices[mode] = {"overall": summary["overall"], "per_category": summary["per_category"], "n_excluded": len(predictions) - len(kept)}
+    return slices
+
+
+def audited_keys(predictions: list[dict[str, Any]], positions: dict[str, int], errata_path: str | Path) -> set[str]:
+    """Keys of the predictions whose (conversation position, qa index) the audit marks score-changing."""
+    wrong = score_changing_positions(load_errata(errata_path))
+    return {p["key"] for p in predictions if (positions[p["sample_id"]], int(p["qa_index"])) in wrong}
+
+
+def sample_positions(path: str | Path) -> dict[str, int]:
+    """sample_id -> position in locomo10.json (the audit's conversation index)."""
+    return {c.sample_id: c.position for c in load_locomo(path)}
+
+
 # -- the benchmark -------------------------------------------------------------------------
 @dataclass
 class LoCoMoBenchmark:
@@ -421,10 +458,16 @@ class LoCoMoBenchmark:
     bootstrap_samples: int = 1000
     seed: int = 0
     judge_max_tokens: int = 160
+    # Gold answers the headline numbers use: `original`, or `audited_excluded` (the audit's score-changing
+    # questions dropped). Both are always reported; errata file from scripts/download_data.py.
+    gold: str = "original"
+    audit_errata: str = "data/locomo-audit/errors.json"
 
     def __post_init__(self) -> None:
         if self.convention not in CONVENTIONS:
             raise ValueError(f"benchmark.convention: {self.convention!r}; choose one of {sorted(CONVENTIONS)}")
+        if self.gold not in GOLD_MODES:
+            raise ValueError(f"benchmark.gold: {self.gold!r}; choose one of {list(GOLD_MODES)}")
 
     def episodes(self) -> tuple[list[Episode], dict[str, int]]:
         spec = SliceSpec(self.conversations, self.max_sessions, self.evidence_in_ingested_only, self.exclude_categories, self.max_questions)
@@ -446,7 +489,10 @@ class LoCoMoBenchmark:
         wanted = {q.key for e in episodes for q in e.questions}
         kept = [p for e in episodes for q in e.questions if (p := predictions.get(q.key))]  # question order, whatever run.workers was
         judged = {j["key"]: j for j in judgements.rows() if j["key"] in wanted}
-        metrics = aggregate(kept, judged, self.convention, self.bootstrap_samples, self.seed)
+        excluded = self._audited_keys(kept, episodes, ctx)
+        slices = gold_slices(kept, judged, excluded, self.convention, self.bootstrap_samples, self.seed)
+        headline = [p for p in kept if p["key"] not in excluded] if self.gold == "audited_excluded" and excluded else kept
+        metrics = aggregate(headline, judged, self.convention, self.bootstrap_samples, self.seed)
         ingested = [r for r in ingest_rows.rows() if r["key"] in {e.conversation.sample_id for e in episodes}]
         metrics["latency"]["add_session_s"] = percentiles([s for r in ingested for s in r["add_latency_s"]])
         return {
@@ -459,6 +505,10 @@ class LoCoMoBenchmark:
             "slice": {**counts, "exclude_categories": list(self.exclude_categories), "evidence_fixes": sum(e.conversation.evidence_fixes for e in episodes)},
             "main_metric": metrics["overall"]["judge"]["mean"],
             **metrics,
+            "gold": self.gold,
+            "gold_slices": slices,
+            "audit_errata_sha256": file_sha256(self.audit_errata) if excluded is not None else None,
+            "judge_prompt": self._judge_prompt(ctx).name,
             "judge_failures": metrics["overall"]["judge_failures"],
             "ingest": ingest_summary(ingested),
         }
@@ -500,9 +550,32 @@ class LoCoMoBenchmark:
             ingest_bar.close()
             predict_bar.close()
 
+    def _audited_keys(self, kept: list[dict[str, Any]], episodes: list[Episode], ctx: RunContext) -> set[str] | None:
+        """Score-changing questions of this slice, or None (logged) when the errata file is absent."""
+        if not Path(self.audit_errata).is_file():
+            if self.gold == "audited_excluded":
+                raise FileNotFoundError(f"benchmark.audit_errata={self.audit_errata}: not found; run `python scripts/download_data.py` (or --mirror DIR)")
+            ctx.log.warning("benchmark.audit_errata=%s not found: only original-gold scores (python scripts/download_data.py)", self.audit_errata)
+            return None
+        positions = {e.conversation.sample_id: e.conversation.position for e in episodes}
+        excluded = audited_keys(kept, positions, self.audit_errata)
+        ctx.log.info("audited gold: %d of %d questions in this slice have a score-changing gold error", len(excluded), len(kept))
+        return excluded
+
+    @staticmethod
+    def _judge_prompt(ctx: RunContext) -> JudgePrompt:
+        """The prompt chosen in config (``judge/prompt=``); the default when the config names none."""
+        judge_cfg = ctx.cfg.get("judge") if hasattr(ctx.cfg, "get") else None
+        raw = judge_cfg.get("prompt") if judge_cfg is not None and hasattr(judge_cfg, "get") else None
+        if raw is not None and not isinstance(raw, dict):
+            from omegaconf import OmegaConf
+
+            raw = OmegaConf.to_container(raw, resolve=True)
+        return JudgePrompt.from_mapping(raw)
+
     def _score(self, episodes: list[Episode], ctx: RunContext, predictions: JsonlRows) -> JsonlRows:
         judgements = ctx.rows("judgements")
-        judge = LLMJudge(ctx.judge_llm, max_tokens=self.judge_max_tokens)
+        judge = LLMJudge(ctx.judge_llm, max_tokens=self.judge_max_tokens, prompt=self._judge_prompt(ctx))
         todo = [p for e in episodes for q in e.questions if (p := predictions.get(q.key)) and q.key not in judgements]
         bar = tqdm(total=len(todo), desc="score (judge)", unit="q")
 
@@ -525,12 +598,68 @@ class LoCoMoBenchmark:
         """Table 1: one row per run (system / ablation), categories x judge/F1/BLEU-1 with CIs."""
         return locomo_table(metrics_list, convention)
 
+    @staticmethod
+    def make_extra_tables(metrics_list: list[dict[str, Any]]) -> dict[str, pd.DataFrame]:
+        """``locomo_judge_gold``: the judge-and-gold view of Table 1 (both gold columns, calibration, judge2)."""
+        return {"locomo_judge_gold": judge_gold_table(metrics_list)}
+
 
 def _row_label(metrics: dict[str, Any]) -> str:
     meta = metrics.get("metadata", {})
     system = meta.get("system", metrics.get("system", "?"))
     ablation = meta.get("ablation")
     return system if ablation in (None, "none", "") else f"{system} / {ablation}"
+
+
+REPO = Path(__file__).resolve().parents[2]
+# Where tables look for what a metrics.json may lack (runs from before audited gold / calibration existed).
+TABLE_SOURCES = {
+    "locomo": REPO / "data" / "locomo10.json",
+    "audit_errata": REPO / "data" / "locomo-audit" / "errors.json",
+    "judge_calibration": REPO / "results" / "judge",
+}
+
+
+def _read_rows(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def table_audited_keys(predictions: list[dict[str, Any]]) -> set[str] | None:
+    """Score-changing questions among a finished run's predictions (None without the data/errata files)."""
+    if not TABLE_SOURCES["locomo"].is_file() or not TABLE_SOURCES["audit_errata"].is_file():
+        return None
+    return audited_keys(predictions, sample_positions(TABLE_SOURCES["locomo"]), TABLE_SOURCES["audit_errata"])
+
+
+def run_gold_slices(metrics: dict[str, Any]) -> dict[str, Any] | None:
+    """``gold_slices`` of a run: from metrics.json, else rebuilt from its rows (no LLM: judgements exist)."""
+    if metrics.get("gold_slices"):
+        return metrics["gold_slices"]
+    folder = Path(metrics.get("_path", "")).parent
+    if not (folder / "predictions.jsonl").is_file() or not (folder / "judgements.jsonl").is_file():
+        return None
+    predictions = _read_rows(folder / "predictions.jsonl")
+    judgements = {j["key"]: j for j in _read_rows(folder / "judgements.jsonl")}
+    excluded = table_audited_keys(predictions)
+    convention = metrics.get("convention", "locomo")
+    seed = int(metrics.get("metadata", {}).get("seed", 0) or 0)
+    return gold_slices(predictions, judgements, excluded, convention, 1000, seed)
+
+
+def _judge_columns(m: dict[str, Any]) -> dict[str, Any]:
+    """The judge's prompt, its calibration on the audit bank and, when re-judged, the second judge."""
+    meta = m.get("metadata", {})
+    model, prompt = meta.get("judge_model_id", "?"), m.get("judge_prompt", "default")
+    cells: dict[str, Any] = {
+        "judge (prompt)": f"{model} ({prompt})",
+        "judge calibration (FA = false-accept, TA = true-accept, %)": summary_cell(load_calibration(TABLE_SOURCES["judge_calibration"], model, prompt)),
+    }
+    second = m.get("judge2")
+    if second:
+        cells["judge2 (prompt)"] = f"{second['judge_model_id']} ({second['prompt']})"
+        cells["judge2 overall J"] = format_ci(second.get("overall", {}).get("judge"))
+        cells["kappa (judge vs judge2)"] = "" if second.get("kappa") is None else f"{second['kappa']:.2f}"
+    return cells
 
 
 def locomo_table(metrics_list: list[dict[str, Any]], convention: str | None = None) -> pd.DataFrame:
@@ -543,15 +672,23 @@ def locomo_table(metrics_list: list[dict[str, Any]], convention: str | None = No
     rows = []
     for m in metrics_list:
         by_label = {labels[int(c)]: cell for c, cell in m.get("per_category", {}).items()}
-        row: dict[str, Any] = {"system": _row_label(m), "convention": convention}
+        slices = run_gold_slices(m) or {}
+        audited = slices.get("audited_excluded") or {}
+        audited_by_label = {labels[int(c)]: cell for c, cell in audited.get("per_category", {}).items()}
+        row: dict[str, Any] = {"system": _row_label(m), "convention": convention, "headline gold": m.get("gold", "original")}
         for label in categories:
             cell = by_label.get(label, {})
             row[f"{label} J"] = format_ci(cell.get("judge"))
+            row[f"{label} J audited"] = format_ci(audited_by_label.get(label, {}).get("judge"))
             row[f"{label} F1"] = format_ci(cell.get("f1"))
             row[f"{label} B1"] = format_ci(cell.get("bleu1"))
             row[f"{label} n"] = cell.get("n", 0)
         overall = m.get("overall", {})
         row["overall J"] = format_ci(overall.get("judge"))
+        row["overall J original gold"] = format_ci((slices.get("original") or {}).get("overall", {}).get("judge"))
+        row["overall J audited (score-changing gold errors excluded)"] = format_ci(audited.get("overall", {}).get("judge"))
+        row["audited: excluded n"] = audited.get("n_excluded", "") if audited else "n/a (no errata file)"
+        row.update(_judge_columns(m))
         row["overall F1"] = format_ci(overall.get("f1"))
         row["overall B1"] = format_ci(overall.get("bleu1"))
         row["overall F1-set (Mem0-style)"] = format_ci(overall.get("f1_set_mem0"))
@@ -569,6 +706,35 @@ def locomo_table(metrics_list: list[dict[str, Any]], convention: str | None = No
     numbers = ", ".join(f"{k} {v}" for k, v in labels.items())
     table.attrs["caption"] = (
         f"LoCoMo, category convention '{convention}' ({numbers}). Cells: mean x100 [95% bootstrap CI]; "
-        "J = LLM-judge accuracy, F1 = SQuAD token F1, B1 = BLEU-1. 'paper (reported)' is copied from the MOSAIC paper, not measured."
+        "J = LLM-judge accuracy, F1 = SQuAD token F1, B1 = BLEU-1. 'J audited' drops the questions whose gold answer the "
+        "locomo-audit marks as wrong in a score-changing way (github.com/dial481/locomo-audit; 'excluded n' says how many). "
+        "Judge calibration: acceptance of the audit bank's vague-but-wrong and specific-but-wrong answers and of gold answers "
+        "(results/judge/; a lenient judge rewards vague answers). 'paper (reported)' is copied from the MOSAIC paper, not measured."
+    )
+    return table
+
+
+def judge_gold_table(metrics_list: list[dict[str, Any]]) -> pd.DataFrame:
+    """One row per run: judge accuracy on original and audited gold, and how lenient that judge is."""
+    if not metrics_list:
+        return pd.DataFrame()
+    rows = []
+    for m in metrics_list:
+        slices = run_gold_slices(m) or {}
+        original, audited = slices.get("original") or {}, slices.get("audited_excluded") or {}
+        row: dict[str, Any] = {
+            "system": _row_label(m),
+            "n": original.get("overall", {}).get("n", m.get("overall", {}).get("n", 0)),
+            "J original gold": format_ci(original.get("overall", {}).get("judge") or m.get("overall", {}).get("judge")),
+            "J audited gold (errors excluded)": format_ci(audited.get("overall", {}).get("judge")),
+            "excluded n": audited.get("n_excluded", "n/a") if audited else "n/a",
+        }
+        row.update(_judge_columns(m))
+        rows.append(row)
+    table = pd.DataFrame(rows).set_index("system")
+    table.attrs["caption"] = (
+        "LoCoMo judge accuracy (x100 [95% bootstrap CI]) against the original gold and with the locomo-audit's "
+        "score-changing gold errors excluded, next to the judge's calibration on the audit's wrong-answer bank "
+        "(FA: share of deliberately wrong answers the judge accepts; TA: share of gold answers it accepts; results/judge/)."
     )
     return table

@@ -1,0 +1,78 @@
+"""A second judge on a finished LoCoMo run: its accuracy, and how far it agrees with the first.
+
+Re-judging needs only the run's predictions.jsonl; the second judge's rows go to
+``judgements2__<model>__<prompt>.jsonl`` in the run folder (resumable), and metrics.json gains a
+``judge2`` section with Cohen's kappa and the 2x2 confusion table between the two judges.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from sklearn.metrics import cohen_kappa_score
+from tqdm import tqdm
+
+from eval.benchmarks.locomo import gold_slices, table_audited_keys
+from eval.context import JsonlRows
+from eval.judge import LLMJudge
+from eval.judge_calibration import calibration_key
+
+LABELS = ("CORRECT", "WRONG")
+
+
+def judge_agreement(first: Sequence[str | None], second: Sequence[str | None]) -> dict[str, Any]:
+    """Cohen's kappa and the confusion counts over items both judges labelled (failures are counted apart)."""
+    if len(first) != len(second):
+        raise ValueError(f"judge_agreement: {len(first)} first-judge labels but {len(second)} second-judge labels")
+    pairs = [(a, b) for a, b in zip(first, second) if a in LABELS and b in LABELS]
+    confusion = {f"judge {a} / judge2 {b}": sum(p == (a, b) for p in pairs) for a in LABELS for b in LABELS}
+    with warnings.catch_warnings():  # one shared label only: sklearn warns and returns nan, reported as None below
+        warnings.simplefilter("ignore")
+        kappa = float(cohen_kappa_score([a for a, _ in pairs], [b for _, b in pairs], labels=list(LABELS))) if pairs else None
+    return {
+        "kappa": None if kappa is None or math.isnan(kappa) else kappa,  # undefined when both judges say one label only
+        "agreement": sum(a == b for a, b in pairs) / len(pairs) if pairs else None,
+        "confusion": confusion,
+        "n_compared": len(pairs),
+        "n_unlabelled": len(first) - len(pairs),
+    }
+
+
+def _rows(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def rejudge(run_dir: Path, judge: LLMJudge, judge_model_id: str, n_samples: int = 1000, seed: int = 0) -> dict[str, Any]:
+    """Judge the run's predictions with ``judge``, write the rows, add ``judge2`` to metrics.json; return it."""
+    metrics_path = run_dir / "metrics.json"
+    if not metrics_path.is_file() or not (run_dir / "predictions.jsonl").is_file():
+        raise FileNotFoundError(f"{run_dir}: needs metrics.json and predictions.jsonl of a finished LoCoMo run")
+    metrics = json.loads(metrics_path.read_text(encoding="utf-8"))
+    predictions = _rows(run_dir / "predictions.jsonl")
+    first = {j["key"]: j for j in _rows(run_dir / "judgements.jsonl")}
+    stem = calibration_key(judge_model_id, judge.prompt.name)
+    second_rows = JsonlRows(run_dir / f"judgements2__{stem}.jsonl")
+    for p in tqdm([p for p in predictions if p["key"] not in second_rows], desc=f"judge2 ({judge.prompt.name})", unit="q"):
+        second_rows.append({"key": p["key"], **judge.judge(p["question"], p["gold"], p["prediction"])})
+    second = {p["key"]: second_rows.get(p["key"]) or {} for p in predictions}
+    slices = gold_slices(predictions, second, table_audited_keys(predictions), metrics.get("convention", "locomo"), n_samples, seed)
+    section = {
+        "judge_model_id": judge_model_id,
+        "prompt": judge.prompt.name,
+        "rows_file": f"judgements2__{stem}.jsonl",
+        "overall": slices["original"]["overall"],
+        "per_category": slices["original"]["per_category"],
+        "gold_slices": slices,
+        **judge_agreement([first.get(p["key"], {}).get("label") for p in predictions], [second[p["key"]].get("label") for p in predictions]),
+    }
+    metrics["judge2"] = section
+    tmp = metrics_path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(metrics, indent=2, default=str), encoding="utf-8")
+    tmp.replace(metrics_path)
+    return section
+
