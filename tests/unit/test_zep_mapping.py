@@ -152,3 +152,13 @@ def test_falkordb_server_lifecycle_and_namespace_snapshot_restore(tmp_path: Path
     finally:
         system.close()
     assert not _alive(pid)
+
+
+def test_tables_use_the_row_label_the_system_reports():
+    from eval.benchmarks.conflict import _row_label as conflict_label
+    from eval.benchmarks.locomo import _row_label as locomo_label
+
+    label = zep.ROW_LABEL.format(version="0.31.2")
+    metrics = {"metadata": {"system": "zep", "ablation": "none", "system_metadata": {"row_label": label}}}
+    assert locomo_label(metrics) == conflict_label(metrics) == "Zep (graphiti-core 0.31.2, self-hosted)"
+    assert locomo_label({"metadata": {"system": "rag", "ablation": "none"}}) == "rag"
