@@ -162,3 +162,35 @@ def test_tables_use_the_row_label_the_system_reports():
     metrics = {"metadata": {"system": "zep", "ablation": "none", "system_metadata": {"row_label": label}}}
     assert locomo_label(metrics) == conflict_label(metrics) == "Zep (graphiti-core 0.31.2, self-hosted)"
     assert locomo_label({"metadata": {"system": "rag", "ablation": "none"}}) == "rag"
+
+
+def test_falkordb_server_ends_when_its_owner_is_killed(tmp_path: Path):
+    """SIGKILL of the harness runs no exit handler; the watch loop still ends the server."""
+    import signal
+    import sys
+    import time
+
+    code = (
+        "import sys, time; from baselines.zep import FalkorDBServer; "
+        f"s = FalkorDBServer({str(tmp_path)!r}); s.start(); print(s.port, flush=True); time.sleep(600)"
+    )
+    owner = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parents[2])
+    try:
+        port = int(owner.stdout.readline())
+        import redis
+
+        assert redis.Redis(port=port).execute_command("GRAPH.LIST") == []
+        owner.send_signal(signal.SIGKILL)
+        owner.wait()
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            try:
+                redis.Redis(port=port, socket_timeout=1).ping()
+            except redis.ConnectionError:
+                break
+            time.sleep(0.5)
+        else:
+            pytest.fail(f"FalkorDB on port {port} outlived its owner by 20 s")
+    finally:
+        if owner.poll() is None:
+            owner.kill()
