@@ -194,3 +194,51 @@ def test_falkordb_server_ends_when_its_owner_is_killed(tmp_path: Path):
     finally:
         if owner.poll() is None:
             owner.kill()
+
+
+class _WordHashEmbedder:
+    """Deterministic stand-in for MiniLM: hashed bag of words, unit length, 384 dims."""
+
+    def encode(self, texts: list[str]):
+        import hashlib
+
+        import numpy as np
+
+        out = np.zeros((len(texts), zep.MINILM_DIMS))
+        for row, text in enumerate(texts):
+            for word in text.lower().replace("?", " ").replace(".", " ").split():
+                out[row, int(hashlib.md5(word.encode()).hexdigest(), 16) % zep.MINILM_DIMS] += 1.0
+        return out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
+
+
+def test_search_and_stored_items_read_a_real_graphiti_graph(tmp_path: Path):
+    """graphiti's own search (hybrid + the local cosine reranker) on FalkorDB, rendered for the answerer."""
+    system = zep.ZepMemory(served_llm_stub(), _WordHashEmbedder(), workdir=str(tmp_path))
+    try:
+        space = system._space("conv-y")
+        from graphiti_core.nodes import EntityNode
+
+        embedder = space.graphiti.embedder
+        driver = space.graphiti.driver
+
+        async def build() -> str:
+            ann = EntityNode(name="Ann", group_id=space.group, summary="Ann is a teacher.", labels=["Entity"])
+            paris = EntityNode(name="Paris", group_id=space.group, summary="Capital of France.", labels=["Entity"])
+            for node in (ann, paris):
+                await node.generate_name_embedding(embedder)
+                await node.save(driver)
+            edge = _edge("e-live", "Ann lives in Paris", JAN, ["ep-old"])
+            edge.group_id, edge.source_node_uuid, edge.target_node_uuid = space.group, ann.uuid, paris.uuid
+            await edge.generate_embedding(embedder)
+            await edge.save(driver)
+            return edge.uuid
+
+        edge_uuid = system._run(build())
+        space.episode_turns["ep-old"] = "D1:3"
+        hits = system.search("conv-y", "Where does Ann live?", k=3)
+        assert hits[0].memory_id == edge_uuid and hits[0].source_turn_ids == ["D1:3"]
+        assert hits[0].text == "Ann lives in Paris (Date range: 2024-01-10T00:00:00+00:00 - present)"
+        assert "Ann: Ann is a teacher." in [h.text for h in hits[1:]]
+        assert [(s.memory_id, s.source_turn_ids) for s in system.stored_items("conv-y")] == [(edge_uuid, ["D1:3"])]
+    finally:
+        system.close()
