@@ -369,7 +369,7 @@ class ZepMemory:
         name: str = "zep",
         max_tokens: int = 2048,
         temperature: float | None = 0.0,
-        llm_attempts: int = 2,
+        llm_attempts: int = 1,
         transport_retries: int = 1,
         edge_limit: int | None = None,
         node_limit: int | None = None,
