@@ -23,7 +23,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.baselines_live]
 
 REPO = Path(__file__).resolve().parents[2]
 N_TURNS = 2
-SERVER_PIDS: list[int] = []
+SERVERS: list[tuple[int, int]] = []  # (pid of the managed process, FalkorDB port)
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +47,7 @@ def test_locomo_slice_is_ingested_searchable_and_metered(zep_system):
     turns, when = locomo_slice(N_TURNS)
     zep_system.reset("conv-0")
     report = zep_system.add("conv-0", turns, session_time=when)
-    SERVER_PIDS.append(zep_system.server.process.proc.pid)
+    SERVERS.append((zep_system.server.process.proc.pid, zep_system.server.port))
 
     assert report.n_turns == N_TURNS and report.failures == 0
     assert _episodes(zep_system, "conv-0") == sorted(t.turn_id for t in turns)  # one episode per message
@@ -84,8 +84,12 @@ def test_conflict_experiment_runs_suite_cases_from_one_ingest(default_llm, embed
 
 
 def test_closing_leaves_no_falkordb_process(zep_system):
-    assert SERVER_PIDS, "the LoCoMo test did not start the server"
+    import redis
+
+    assert SERVERS, "the LoCoMo test did not start the server"
     zep_system.close()
-    for pid in SERVER_PIDS:
+    for pid, port in SERVERS:
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
+        with pytest.raises(redis.ConnectionError):
+            redis.Redis(host="127.0.0.1", port=port, socket_timeout=2).ping()
