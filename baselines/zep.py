@@ -658,7 +658,7 @@ def render_search(group: str, edges: list[Any], nodes: list[Any], turn_ids_of: C
     for rank, node in enumerate(nodes):
         items.append(
             Retrieved(
-                text=f"{node.name}: {node.summary}".strip(),
+                text=" ".join(f"{node.name}: {node.summary or ''}".split()),  # summaries span lines; one item per line
                 score=1.0 - rank / (len(nodes) + 1),
                 timestamp=None,
                 source_turn_ids=[],
