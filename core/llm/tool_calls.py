@@ -24,6 +24,7 @@ import logging
 import threading
 import time
 import uuid
+from pathlib import Path
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -229,8 +230,10 @@ class ToolCallServer:
         default_max_tokens: int = 512,
         max_tokens_cap: int | None = None,
         model_name: str | None = None,
+        request_log: str | None = None,
     ) -> None:
         self.llm = llm
+        self.request_log = Path(request_log) if request_log else None  # JSONL of tool requests and replies, for audits
         self.embedder = embedder
         self.purpose = purpose
         self.attempts = attempts
@@ -281,12 +284,19 @@ class ToolCallServer:
                 else:
                     self.stats.well_formed_after_retry += 1
                 self.stats.by_tool[name] = self.stats.by_tool.get(name, 0) + 1
+            self._log(request, result.text, name)
             return completion_body(self.model_name, result, name, arguments)
+        self._log(request, result.text, None)
         with self._stats_lock:
             self.stats.tool_requests += 1
             self.stats.malformed += 1
         assert last is not None
         raise last
+
+    def _log(self, request: dict[str, Any], reply: str, name: str | None) -> None:
+        if self.request_log is not None:
+            with self._stats_lock, self.request_log.open("a") as handle:
+                handle.write(json.dumps({"request": request, "reply": reply, "tool": name}) + "\n")
 
     def embed(self, request: dict[str, Any]) -> dict[str, Any]:
         if self.embedder is None:
