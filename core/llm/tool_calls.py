@@ -84,17 +84,25 @@ def tool_call_schema(tools: list[dict[str, Any]], allow_text: bool) -> dict[str,
     return options[0] if len(options) == 1 else {"anyOf": options}
 
 
+def _signature(tool: dict[str, Any]) -> str:
+    """``name(arg: type, ...): first paragraph of the description``: what the model needs to pick a
+    tool; the schema constrains the arguments, so the full parameter schema need not be in the prompt."""
+    fn = _function(tool)
+    params = _parameters(tool)
+    args = ", ".join(f"{name}: {spec.get('type', 'any')}" for name, spec in params["properties"].items())
+    summary = (fn.get("description") or "").strip().split("\n\n")[0].replace("\n", " ")
+    return f"- {fn['name']}({args}): {summary[:400]}"
+
+
 def tools_instruction(tools: list[dict[str, Any]], allow_text: bool) -> str:
     """The tool list as the model reads it (the backend no longer sees ``tools``)."""
     lines = [
         "You can call these tools. Reply with exactly one JSON object "
         '{"name": <tool name>, "arguments": {...}} and nothing else.',
+        *(_signature(tool) for tool in tools),
     ]
-    for tool in tools:
-        fn = _function(tool)
-        lines.append(f"- {fn['name']}: {fn.get('description', '').strip()}\n  parameters: {json.dumps(_parameters(tool))}")
     if allow_text:
-        lines.append(f'- {TEXT_REPLY}: answer in plain text instead of calling a tool. parameters: {{"text": string}}')
+        lines.append(f"- {TEXT_REPLY}(text: string): answer in plain text instead of calling a tool.")
     return "\n".join(lines)
 
 

@@ -82,7 +82,7 @@ def test_tool_request_becomes_one_constrained_call_returned_as_tool_calls():
     assert body["usage"] == {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
     sent = llm.requests[0]
     assert sent["schema"] == tool_call_schema(TOOLS, allow_text=False)  # "required": no text option
-    assert "archival_memory_insert" in sent["messages"][0]["content"]
+    assert "- archival_memory_insert(content: string, request_heartbeat: boolean): Store a passage." in sent["messages"][0]["content"]
     assert server.stats.well_formed_first_try == 1 and server.stats.by_tool == {"archival_memory_insert": 1}
 
 
