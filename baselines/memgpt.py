@@ -251,7 +251,8 @@ class MemGPTMemory:
         self._server = ManagedProcess(
             "letta server", [self.letta_bin, "server", "--host", "127.0.0.1", "--port", str(port)],
             healthy=lambda: httpx.get(f"{self._base_url}/v1/health/", timeout=5, trust_env=False).status_code == 200,
-            log_path=self.workdir / "letta_server.log", env=env, start_timeout_s=self.start_timeout_s)
+            log_path=self.workdir / "letta_server.log", env=env, cwd=self.home,  # it writes openapi_letta.json to its cwd
+            start_timeout_s=self.start_timeout_s)
         started = time.perf_counter()
         self._server.start()
         self.start_s = round(time.perf_counter() - started, 1)
