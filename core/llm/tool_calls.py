@@ -24,6 +24,7 @@ import logging
 import threading
 import time
 import uuid
+from concurrent.futures import Future
 from pathlib import Path
 from dataclasses import dataclass, field
 from typing import Any
@@ -250,12 +251,36 @@ class ToolCallServer:
         self.model_name = model_name or llm.model_id
         self.stats = ToolCallStats()
         self._stats_lock = threading.Lock()
+        self._in_flight: dict[str, Future] = {}
         self._server: Any = None
         self._thread: threading.Thread | None = None
         self.port: int | None = None
 
     # request handling, independent of HTTP (unit tests call these directly)
     def complete(self, request: dict[str, Any]) -> dict[str, Any]:
+        """Answer one chat request; an identical request already in flight is waited for, not re-run:
+        clients time out and retry (the openai client after 600 s), and on a slow CPU the first
+        call is still running then."""
+        key = json.dumps(request, sort_keys=True)
+        with self._stats_lock:
+            running = self._in_flight.get(key)
+            if running is None:
+                mine: Future = Future()
+                self._in_flight[key] = mine
+        if running is not None:
+            return running.result()
+        try:
+            body = self._complete(request)
+            mine.set_result(body)
+            return body
+        except BaseException as err:
+            mine.set_exception(err)
+            raise
+        finally:
+            with self._stats_lock:
+                self._in_flight.pop(key, None)
+
+    def _complete(self, request: dict[str, Any]) -> dict[str, Any]:
         max_tokens = int(request.get("max_tokens") or request.get("max_completion_tokens") or self.default_max_tokens)
         if self.max_tokens_cap:
             max_tokens = min(max_tokens, self.max_tokens_cap)

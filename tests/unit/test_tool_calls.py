@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 import jsonschema
 import numpy as np
@@ -132,3 +133,29 @@ def test_over_http_with_the_openai_client():
         assert floats.data[0].embedding == [3.0, 1.0, 0.0, 0.5]
         assert [m.id for m in client.models.list().data] == ["m", "fake-minilm"]
     assert server._server is None
+
+
+def test_an_identical_request_in_flight_is_waited_for_not_run_again():
+    import threading
+
+    release = threading.Event()
+
+    def slow(messages, schema):
+        release.wait(5)
+        return {"name": "send_message", "arguments": {"message": "once"}}
+
+    llm = FakeLLM(slow)
+    server = ToolCallServer(llm, model_name="m")
+    request = {"messages": MESSAGES, "tools": TOOLS}
+    bodies = []
+    threads = [threading.Thread(target=lambda: bodies.append(server.complete(dict(request)))) for _ in range(2)]
+    threads[0].start()
+    while not server._in_flight:  # the first request is running (blocked in the backend)
+        time.sleep(0.01)
+    threads[1].start()
+    time.sleep(0.5)  # the retry arrives while the first is still running
+    release.set()
+    for t in threads:
+        t.join(5)
+    assert len(llm.requests) == 1 and len(bodies) == 2 and bodies[0] is bodies[1]
+    assert server._in_flight == {}
