@@ -248,13 +248,18 @@ class ToolCallServer:
         self.attempts = attempts
         self.default_max_tokens = default_max_tokens
         self.max_tokens_cap = max_tokens_cap
-        self.model_name = model_name or llm.model_id
+        self._model_name = model_name
         self.stats = ToolCallStats()
         self._stats_lock = threading.Lock()
         self._in_flight: dict[str, Future] = {}
         self._server: Any = None
         self._thread: threading.Thread | None = None
         self.port: int | None = None
+
+    @property
+    def model_name(self) -> str:
+        """The served model's id, asked of the backend only when first needed (not at construction)."""
+        return self._model_name or self.llm.model_id
 
     # request handling, independent of HTTP (unit tests call these directly)
     def complete(self, request: dict[str, Any]) -> dict[str, Any]:
