@@ -13,4 +13,6 @@ $PIP install --quiet "torch==2.13.0"
 $PIP install --quiet -e ".[test,baselines,zep]"
 .venv/bin/python scripts/fetch_model.py qwen2.5-coder-1.5b-instruct-q4_k_m qwen2.5-coder-0.5b-instruct
 .venv/bin/python scripts/download_data.py ${LOCOMO_MIRROR:+--mirror "$LOCOMO_MIRROR"}
-echo "setup complete: .venv ready, models and data in place"
+# MemGPT (system=memgpt): the Letta 0.11.7 server in its own venv, .venv-letta (its pins clash with ours)
+PYTHON="$PYTHON" bash scripts/setup_letta.sh
+echo "setup complete: .venv and .venv-letta ready, models and data in place"

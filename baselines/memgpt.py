@@ -1,0 +1,487 @@
+"""MemGPT as a real Letta 0.11.7 server (SQLite) behind the MemorySystem protocol, over REST.
+
+The harness starts everything itself: the tool-call layer (core.llm.tool_calls, in-process, in
+front of the harness LLM and the local MiniLM embedder) and ``letta server`` from ``.venv-letta``
+(scripts/setup_letta.sh) as a ``ManagedProcess`` with ``HOME`` in the run folder, so its SQLite
+database lives with the run and a killed run resumes against it. One Letta agent per namespace.
+
+Ingest modes: ``messages`` (each turn is a user message to the agent, dated with its session; the
+agent itself decides what goes to core and archival memory: MemGPT's behaviour) and ``archival``
+(each turn inserted into archival memory directly, no LLM). Answer modes: ``shared`` (archival
+search, plus the core-memory blocks, answered by the shared answerer) and ``agent`` (the question
+is sent to the agent; its reply is what the answerer sees).
+
+Letta's LLM calls bypass the harness client; the tool-call layer still sends them through it
+(meter and cache, purpose ``memgpt.step``), and each add is metered from the usage Letta reports.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sqlite3
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from core.api import AddReport, ConflictEvent, LLMUsage, Retrieved, StoredItem, Turn
+from core.llm.local_server import free_port
+from core.llm.tool_calls import ToolCallServer
+from core.paths import file_safe_name
+from core.servers import ManagedProcess
+
+log = logging.getLogger(__name__)
+
+REPO = Path(__file__).resolve().parents[1]
+STEP_PURPOSE = "memgpt.step"
+
+# Tool calls that rewrite core memory (Letta's v1 and v2 memory tools): the old text they replace.
+CORE_REWRITES = {"core_memory_replace": ("old_content", "new_content"), "memory_replace": ("old_str", "new_str")}
+CORE_ADDS = {"core_memory_append": "content", "memory_insert": "new_str"}
+
+
+# -- SQLite schema fix (unit-tested) -----------------------------------------------------------
+def fix_archives_agents_default(db_path: str | Path) -> bool:
+    """Letta 0.11.x on SQLite declares ``archives_agents.created_at DEFAULT 'now()'`` (a literal string),
+    so every archival insert fails with "Invalid isoformat string". Rebuild that table with
+    ``DEFAULT CURRENT_TIMESTAMP``, keeping its rows. Returns whether a fix was applied (False if the
+    table is already right). Safe while the server runs: SQLite re-prepares on a schema change."""
+    with sqlite3.connect(db_path, timeout=60) as con:
+        row = con.execute("SELECT sql FROM sqlite_master WHERE type='table' AND name='archives_agents'").fetchone()
+        if row is None:
+            raise RuntimeError(f"{db_path} has no archives_agents table: start the Letta server once before the fix")
+        if "'now()'" not in row[0]:
+            return False
+        fixed_sql = row[0].replace("DEFAULT 'now()'", "DEFAULT CURRENT_TIMESTAMP").replace(
+            "CREATE TABLE archives_agents", "CREATE TABLE archives_agents_fixed", 1)
+        con.execute("PRAGMA foreign_keys=OFF")
+        con.executescript(
+            "BEGIN;"
+            f"{fixed_sql};"
+            "INSERT INTO archives_agents_fixed SELECT * FROM archives_agents;"
+            "DROP TABLE archives_agents;"
+            "ALTER TABLE archives_agents_fixed RENAME TO archives_agents;"
+            "COMMIT;"
+        )
+    return True
+
+
+# -- what an add changed (unit-tested) ---------------------------------------------------------
+def tool_calls_in(messages: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
+    """(name, arguments) of each tool call in a Letta response's messages."""
+    calls = []
+    for message in messages:
+        if message.get("message_type") != "tool_call_message":
+            continue
+        call = message.get("tool_call") or {}
+        try:
+            arguments = json.loads(call.get("arguments") or "{}")
+        except json.JSONDecodeError:
+            arguments = {}
+        calls.append((str(call.get("name")), arguments if isinstance(arguments, dict) else {}))
+    return calls
+
+
+def assistant_text(messages: list[dict[str, Any]]) -> str:
+    """What the agent said to the user (send_message, as Letta's assistant messages)."""
+    texts = [m.get("content") for m in messages if m.get("message_type") == "assistant_message"]
+    return "\n".join(t if isinstance(t, str) else json.dumps(t) for t in texts if t)
+
+
+def add_events(
+    turn: Turn,
+    calls: list[tuple[str, dict[str, Any]]],
+    passages_before: dict[str, str],
+    passages_after: dict[str, str],
+    passage_turns: dict[str, list[str]],
+) -> tuple[list[StoredItem], list[ConflictEvent]]:
+    """Stored items and update events of one turn's add.
+
+    New archival passages and core-memory additions are stored items; core-memory replacements
+    and archival passages that disappeared are ``update`` events (MemGPT's only way of revising
+    what it holds; it has no contradiction verdict of its own).
+    """
+    stored = [StoredItem(pid, text, [turn.turn_id]) for pid, text in passages_after.items() if pid not in passages_before]
+    events: list[ConflictEvent] = []
+    for name, arguments in calls:
+        label = str(arguments.get("label", "core"))
+        if name in CORE_REWRITES:
+            old_key, new_key = CORE_REWRITES[name]
+            new_text = str(arguments.get(new_key, ""))
+            stored.append(StoredItem(f"core:{label}", new_text, [turn.turn_id]))
+            events.append(ConflictEvent(
+                new_text=new_text, old_text=str(arguments.get(old_key, "")), verdict="update",
+                reason=f"memgpt {name}: replaced text in core memory block {label!r}",
+                new_source_turn_ids=[turn.turn_id], old_memory_id=f"core:{label}"))
+        elif name == "memory_rethink":
+            stored.append(StoredItem(f"core:{label}", str(arguments.get("new_memory", "")), [turn.turn_id]))
+            events.append(ConflictEvent(
+                new_text=str(arguments.get("new_memory", "")), old_text="", verdict="update",
+                reason=f"memgpt memory_rethink: rewrote core memory block {label!r}",
+                new_source_turn_ids=[turn.turn_id], old_memory_id=f"core:{label}"))
+        elif name in CORE_ADDS:
+            stored.append(StoredItem(f"core:{label}", str(arguments.get(CORE_ADDS[name], "")), [turn.turn_id]))
+    for pid, old_text in passages_before.items():
+        if pid not in passages_after:
+            events.append(ConflictEvent(
+                new_text=turn.text, old_text=old_text, verdict="update",
+                reason="memgpt: archival passage deleted during this add",
+                new_source_turn_ids=[turn.turn_id], old_source_turn_ids=list(passage_turns.get(pid, [])), old_memory_id=pid))
+    return stored, events
+
+
+def message_for(turn: Turn, template: str) -> str:
+    """The user message a turn becomes: its session date, speaker and text."""
+    when = ""
+    if turn.session_time:
+        try:
+            when = datetime.fromisoformat(turn.session_time).strftime("%d %B %Y, %H:%M")
+        except ValueError:
+            when = turn.session_time
+    return template.format(date=when or "unknown date", speaker=turn.speaker, text=turn.text)
+
+
+def usage_from(letta_usage: dict[str, Any] | None) -> LLMUsage:
+    """The harness's usage record of what Letta reports per request (steps = LLM calls)."""
+    u = letta_usage or {}
+    calls, prompt, completion = int(u.get("step_count", 0)), int(u.get("prompt_tokens", 0)), int(u.get("completion_tokens", 0))
+    return LLMUsage(calls=calls, prompt_tokens=prompt, completion_tokens=completion,
+                    by_purpose={STEP_PURPOSE: {"calls": calls, "prompt_tokens": prompt, "completion_tokens": completion}})
+
+
+# -- the adapter -------------------------------------------------------------------------------
+@dataclass
+class _Ledger:
+    """Per namespace, on disk: the agent, the turns it has been sent, where each passage came from."""
+
+    agent_id: str
+    done_turn_ids: list[str] = field(default_factory=list)
+    passage_turns: dict[str, list[str]] = field(default_factory=dict)
+    passage_times: dict[str, str | None] = field(default_factory=dict)
+    core_turns: dict[str, list[str]] = field(default_factory=dict)
+    failed_turn_ids: list[str] = field(default_factory=list)
+
+
+class MemGPTMemory:
+    """One Letta agent per namespace on a Letta server the adapter starts and stops."""
+
+    def __init__(
+        self,
+        llm: Any,
+        embedder: Any,
+        workdir: str,
+        name: str = "memgpt",
+        letta_bin: str = ".venv-letta/bin/letta",
+        ingest_mode: str = "messages",
+        answer_mode: str = "shared",
+        agent_type: str = "memgpt_agent",
+        context_window: int = 16384,
+        max_tokens: int = 512,
+        put_inner_thoughts_in_kwargs: bool = False,
+        max_steps: int = 6,
+        tool_attempts: int = 2,
+        archival_tools: tuple[str, ...] = ("archival_memory_insert", "archival_memory_search"),
+        persona: str = "I am a memory assistant. I keep what I learn about the people in this chat.",
+        human: str = "",
+        message_template: str = "[{date}] {speaker}: {text}",
+        question_template: str = "Answer from your memory, briefly: {question}",
+        search_includes_core_memory: bool = True,
+        start_timeout_s: float = 600.0,
+        request_timeout_s: float = 3600.0,
+    ) -> None:
+        if ingest_mode not in ("messages", "archival"):
+            raise ValueError(f"system.ingest_mode={ingest_mode!r}: use messages or archival (conf/system/memgpt.yaml)")
+        if answer_mode not in ("shared", "agent"):
+            raise ValueError(f"system.answer_mode={answer_mode!r}: use shared or agent (conf/system/memgpt.yaml)")
+        self.name = name
+        self.llm = llm
+        self.embedder = embedder
+        self.workdir = Path(workdir)
+        self.letta_bin = str(REPO / letta_bin) if not os.path.isabs(letta_bin) else letta_bin
+        self.ingest_mode = ingest_mode
+        self.answer_mode = answer_mode
+        self.agent_type = agent_type
+        self.context_window = context_window
+        self.max_tokens = max_tokens
+        self.put_inner_thoughts_in_kwargs = put_inner_thoughts_in_kwargs
+        self.max_steps = max_steps
+        self.archival_tools = tuple(archival_tools)
+        self.persona = persona
+        self.human = human
+        self.message_template = message_template
+        self.question_template = question_template
+        self.search_includes_core_memory = search_includes_core_memory
+        self.start_timeout_s = start_timeout_s
+        self.request_timeout_s = request_timeout_s
+        self.tools = ToolCallServer(llm, embedder=embedder, purpose=STEP_PURPOSE, attempts=tool_attempts,
+                                   max_tokens_cap=max_tokens, request_log=str(self.workdir / "tool_requests.jsonl"))
+        self.home = self.workdir / "letta_home"
+        self.ledger_dir = self.workdir / "memgpt_ledger"
+        self._server: ManagedProcess | None = None
+        self._http: httpx.Client | None = None
+        self._ledgers: dict[str, _Ledger] = {}
+        self._pending_reset: set[str] = set()
+        self.resumed_turns_skipped = 0
+        self.schema_fixed = False
+        self.snapshot_method = "export/import"
+        self.n_snapshots = 0
+
+    # -- lifecycle --------------------------------------------------------------------------
+    @property
+    def base_url(self) -> str:
+        if self._server is None or not self._server.running:
+            self.start()
+        return self._base_url
+
+    def start(self) -> None:
+        if not Path(self.letta_bin).exists():
+            raise FileNotFoundError(f"{self.letta_bin} is missing: run scripts/setup_letta.sh (builds .venv-letta with Letta 0.11.7)")
+        self.tools.start()
+        port = free_port()
+        self._base_url = f"http://127.0.0.1:{port}"
+        self.home.mkdir(parents=True, exist_ok=True)
+        env = {"HOME": str(self.home), "OPENAI_API_KEY": "sk-no-key-needed", "LETTA_TELEMETRY_DISABLED": "true",
+               "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost"}
+        env.pop("LETTA_PG_URI", None)
+        self._server = ManagedProcess(
+            "letta server", [self.letta_bin, "server", "--host", "127.0.0.1", "--port", str(port)],
+            healthy=lambda: httpx.get(f"{self._base_url}/v1/health/", timeout=5, trust_env=False).status_code == 200,
+            log_path=self.workdir / "letta_server.log", env=env, cwd=self.home,  # it writes openapi_letta.json to its cwd
+            start_timeout_s=self.start_timeout_s)
+        started = time.perf_counter()
+        self._server.start()
+        self.start_s = round(time.perf_counter() - started, 1)
+        self.schema_fixed = fix_archives_agents_default(self.home / ".letta" / "sqlite.db") or self.schema_fixed
+        self._http = httpx.Client(base_url=self._base_url, timeout=self.request_timeout_s, trust_env=False)
+        log.info("letta server up in %.0f s on %s (schema fix applied: %s)", self.start_s, self._base_url, self.schema_fixed)
+
+    def close(self) -> None:
+        if self._http is not None:
+            self._http.close()
+            self._http = None
+        if self._server is not None:
+            self._server.stop()
+            self._server = None
+        self.tools.close()
+
+    def _request(self, method: str, path: str, **kwargs: Any) -> Any:
+        self.base_url  # noqa: B018 - starts the server on first use
+        assert self._http is not None
+        response = self._http.request(method, path, **kwargs)
+        if response.status_code >= 400:
+            raise LettaError(f"Letta {method} {path} answered {response.status_code}: {response.text[:500]} "
+                             f"(server log: {self.workdir / 'letta_server.log'})")
+        return response.json() if response.content else None
+
+    # -- agents and the on-disk ledger --------------------------------------------------------
+    def _ledger_path(self, namespace: str) -> Path:
+        return self.ledger_dir / f"{file_safe_name(namespace)}.json"
+
+    def _save(self, namespace: str) -> None:
+        self.ledger_dir.mkdir(parents=True, exist_ok=True)
+        path = self._ledger_path(namespace)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self._ledgers[namespace].__dict__))
+        os.replace(tmp, path)
+
+    def _load(self, namespace: str) -> _Ledger | None:
+        if namespace not in self._ledgers and self._ledger_path(namespace).exists():
+            self._ledgers[namespace] = _Ledger(**json.loads(self._ledger_path(namespace).read_text()))
+        return self._ledgers.get(namespace)
+
+    def _create_agent(self, namespace: str) -> str:
+        llm_config = {
+            "model": self.llm.model_id, "model_endpoint_type": "openai", "model_endpoint": self.tools.api_base,
+            "context_window": self.context_window, "max_tokens": self.max_tokens, "temperature": 0.0,
+            "put_inner_thoughts_in_kwargs": self.put_inner_thoughts_in_kwargs,
+        }
+        embedding_config = {
+            "embedding_endpoint_type": "openai", "embedding_endpoint": self.tools.api_base,
+            "embedding_model": self.embedder.model_id, "embedding_dim": int(self.embedder.dim), "embedding_chunk_size": 300,
+        }
+        agent = self._request("POST", "/v1/agents/", json={
+            "name": f"mosaic-{file_safe_name(namespace)}-{int(time.time() * 1000)}",
+            "agent_type": self.agent_type, "llm_config": llm_config, "embedding_config": embedding_config,
+            "memory_blocks": [{"label": "persona", "value": self.persona}, {"label": "human", "value": self.human}],
+            "include_base_tools": True,
+        })
+        held = {t["name"] for t in self._request("GET", f"/v1/agents/{agent['id']}/tools")}
+        for tool_name in self.archival_tools:  # names given at create time are ignored: attach by id
+            if tool_name in held:
+                continue
+            found = self._request("GET", "/v1/tools/", params={"name": tool_name})
+            if not found:
+                raise LettaError(f"Letta has no tool named {tool_name!r} (system.archival_tools)")
+            self._request("PATCH", f"/v1/agents/{agent['id']}/tools/attach/{found[0]['id']}")
+        return str(agent["id"])
+
+    def _delete_agent(self, agent_id: str) -> None:
+        try:
+            self._request("DELETE", f"/v1/agents/{agent_id}")
+        except LettaError as err:
+            log.warning("could not delete agent %s: %s", agent_id, err)
+
+    def reset(self, namespace: str) -> None:
+        """Forget ``namespace`` -- unless the next add turns out to resume it (see ``_agent``)."""
+        self._pending_reset.add(namespace)
+
+    def _agent(self, namespace: str, first_turn: Turn | None) -> _Ledger:
+        """The namespace's agent. After ``reset``, an add whose first turn is the first turn this
+        namespace was sent is a resumed run (the runner resets before re-adding a conversation):
+        the agent is kept and finished turns are skipped. Otherwise the agent is replaced."""
+        ledger = self._load(namespace)
+        if namespace in self._pending_reset:
+            self._pending_reset.discard(namespace)
+            resuming = (ledger is not None and first_turn is not None and ledger.done_turn_ids
+                        and ledger.done_turn_ids[0] == first_turn.turn_id)
+            if ledger is not None and not resuming:
+                self._delete_agent(ledger.agent_id)
+                ledger = None
+        if ledger is None:
+            ledger = _Ledger(agent_id=self._create_agent(namespace))
+            self._ledgers[namespace] = ledger
+            self._save(namespace)
+        return ledger
+
+    # -- reads --------------------------------------------------------------------------------
+    def _passages(self, agent_id: str) -> dict[str, str]:
+        listed = self._request("GET", f"/v1/agents/{agent_id}/archival-memory", params={"limit": 100000})
+        return {p["id"]: p["text"] for p in listed}
+
+    def _blocks(self, agent_id: str) -> dict[str, str]:
+        return {b["label"]: b["value"] for b in self._request("GET", f"/v1/agents/{agent_id}/core-memory/blocks")}
+
+    def _send(self, agent_id: str, text: str) -> dict[str, Any]:
+        return self._request("POST", f"/v1/agents/{agent_id}/messages", json={
+            "messages": [{"role": "user", "content": text}], "max_steps": self.max_steps})
+
+    # -- MemorySystem -------------------------------------------------------------------------
+    def add(self, namespace: str, turns: list[Turn], session_time: str | None = None) -> AddReport:
+        report = AddReport(n_turns=len(turns))
+        if not turns:
+            return report
+        ledger = self._agent(namespace, turns[0])
+        done = set(ledger.done_turn_ids)
+        for turn in turns:
+            if turn.turn_id in done:
+                self.resumed_turns_skipped += 1
+                continue
+            if session_time and not turn.session_time:
+                turn = Turn(turn.turn_id, turn.speaker, turn.text, session_time)
+            if self.ingest_mode == "archival":
+                self._add_archival(ledger, turn, report)
+            else:
+                self._add_message(ledger, turn, report)
+            ledger.done_turn_ids.append(turn.turn_id)
+            self._save(namespace)
+        return report
+
+    def _add_archival(self, ledger: _Ledger, turn: Turn, report: AddReport) -> None:
+        body: dict[str, Any] = {"text": f"{turn.speaker}: {turn.text}"}
+        if turn.session_time:
+            body["created_at"] = turn.session_time
+        for passage in self._request("POST", f"/v1/agents/{ledger.agent_id}/archival-memory", json=body):
+            ledger.passage_turns[passage["id"]] = [turn.turn_id]
+            ledger.passage_times[passage["id"]] = turn.session_time
+            report.stored.append(StoredItem(passage["id"], passage["text"], [turn.turn_id]))
+
+    def _add_message(self, ledger: _Ledger, turn: Turn, report: AddReport) -> None:
+        before = self._passages(ledger.agent_id)
+        try:
+            response = self._send(ledger.agent_id, message_for(turn, self.message_template))
+        except (LettaError, httpx.HTTPError) as err:
+            log.warning("memgpt: turn %s failed: %s", turn.turn_id, err)
+            report.failures += 1
+            ledger.failed_turn_ids.append(turn.turn_id)
+            response = {"messages": [], "usage": None}
+        after = self._passages(ledger.agent_id)
+        stored, events = add_events(turn, tool_calls_in(response.get("messages", [])), before, after, ledger.passage_turns)
+        for item in stored:
+            if item.memory_id.startswith("core:"):
+                ledger.core_turns.setdefault(item.memory_id, []).append(turn.turn_id)
+            else:
+                ledger.passage_turns[item.memory_id] = [turn.turn_id]
+                ledger.passage_times[item.memory_id] = turn.session_time
+        for pid in set(before) - set(after):
+            ledger.passage_turns.pop(pid, None)
+        report.stored += stored
+        report.updated += events
+        report.usage.merge(usage_from(response.get("usage")))
+
+    def search(self, namespace: str, query: str, k: int) -> list[Retrieved]:
+        ledger = self._agent(namespace, None)
+        hits: list[Retrieved] = []
+        if self.answer_mode == "agent":
+            response = self._send(ledger.agent_id, self.question_template.format(question=query))
+            hits.append(Retrieved(text=f"The MemGPT agent answered: {assistant_text(response.get('messages', []))}", score=1.0))
+        if self.search_includes_core_memory:
+            for label, value in self._blocks(ledger.agent_id).items():
+                if label != "persona" and value.strip():
+                    hits.append(Retrieved(text=f"[core memory: {label}] {value}", score=1.0,
+                                          source_turn_ids=list(dict.fromkeys(ledger.core_turns.get(f"core:{label}", []))),
+                                          memory_id=f"core:{label}"))
+        found = self._request("GET", f"/v1/agents/{ledger.agent_id}/archival-memory/search", params={"query": query, "top_k": k})
+        by_text = {text: pid for pid, text in self._passages(ledger.agent_id).items()} if found["results"] else {}
+        for rank, result in enumerate(found["results"][:k]):
+            pid = by_text.get(result["content"])
+            hits.append(Retrieved(  # Letta returns ranked passages without scores: the score is the rank's
+                text=result["content"], score=1.0 - rank / max(k, 1),
+                timestamp=ledger.passage_times.get(pid) if pid else None,
+                source_turn_ids=list(ledger.passage_turns.get(pid, [])) if pid else [], memory_id=pid))
+        return hits
+
+    def stored_items(self, namespace: str) -> list[StoredItem]:
+        ledger = self._agent(namespace, None)
+        items = [StoredItem(pid, text, list(ledger.passage_turns.get(pid, []))) for pid, text in self._passages(ledger.agent_id).items()]
+        items += [StoredItem(f"core:{label}", value, list(ledger.core_turns.get(f"core:{label}", [])))
+                  for label, value in self._blocks(ledger.agent_id).items() if label != "persona"]
+        return items
+
+    # -- Snapshottable: Letta's agent file export/import --------------------------------------
+    def snapshot(self, namespace: str) -> dict[str, Any]:
+        ledger = self._agent(namespace, None)
+        self.n_snapshots += 1
+        return {"agent_file": self._request("GET", f"/v1/agents/{ledger.agent_id}/export"),
+                "ledger": json.loads(json.dumps(ledger.__dict__)), "passage_texts": self._passages(ledger.agent_id)}
+
+    def restore(self, namespace: str, state: dict[str, Any]) -> None:
+        """Replace the namespace's agent by an import of the snapshot's agent file; imported passages
+        get new ids, so the ledger's passage provenance is re-keyed by passage text."""
+        ledger = self._agent(namespace, None)
+        self._delete_agent(ledger.agent_id)
+        imported = self._request("POST", "/v1/agents/import", data={"append_copy_suffix": "false"}, files={
+            "file": ("agent.af", json.dumps(state["agent_file"]).encode(), "application/json")})
+        restored = _Ledger(**{**state["ledger"], "agent_id": imported["agent_ids"][0],
+                              "passage_turns": {}, "passage_times": {}})
+        new_by_text = {text: pid for pid, text in self._passages(restored.agent_id).items()}
+        for old_id, text in state["passage_texts"].items():
+            if text in new_by_text:
+                restored.passage_turns[new_by_text[text]] = state["ledger"]["passage_turns"].get(old_id, [])
+                restored.passage_times[new_by_text[text]] = state["ledger"]["passage_times"].get(old_id)
+        self._ledgers[namespace] = restored
+        self._save(namespace)
+
+    def metrics(self) -> dict[str, Any]:
+        return {
+            "ingest_mode": self.ingest_mode,
+            "answer_mode": self.answer_mode,
+            "agent_type": self.agent_type,
+            "letta_version": "0.11.7",
+            "max_tokens": self.max_tokens,
+            "tool_calls": self.tools.stats.__dict__,
+            "resumed_turns_skipped": self.resumed_turns_skipped,
+            "failed_turns": sum(len(l.failed_turn_ids) for l in self._ledgers.values()),
+            "sqlite_schema_fix_applied": self.schema_fixed,
+            "snapshot_method": self.snapshot_method,
+            "server_start_s": getattr(self, "start_s", None),
+        }
+
+
+class LettaError(RuntimeError):
+    """The Letta server answered an error; the message names the request and the server's log."""
+

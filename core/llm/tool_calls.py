@@ -1,0 +1,431 @@
+"""OpenAI-compatible tool calling for any chat backend, by schema-constrained generation.
+
+Small local models rarely write the tool-call markup their chat template expects (Qwen2.5-Coder
+1.5B on llama.cpp writes the call as JSON in a Markdown block instead of ``<tool_call>`` tags),
+so a server that parses that markup finds no call. This layer sits in front of the harness's
+``LLMClient``: for a request with ``tools`` it describes the tools in the prompt, asks the backend
+for a json_schema-constrained reply (``{"name": <one of the tools>, "arguments": <that tool's
+parameters>}``) and returns it as ``tool_calls``. It needs nothing from the backend but
+``response_format`` json_schema, which llama.cpp, vLLM and OpenAI all honour, and it does not know
+who its client is (Letta, or anything else that speaks the OpenAI tools API).
+
+vLLM could do this natively instead (``--enable-auto-tool-choice --tool-call-parser hermes`` for
+Qwen), but a parser still depends on the model writing the markup; the schema does not.
+
+The same server answers ``/v1/embeddings`` from the harness's local embedder (MiniLM, 384 dims),
+so libraries that need an OpenAI embedding endpoint (Letta) get one with no network.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import threading
+import time
+import uuid
+from concurrent.futures import Future
+from pathlib import Path
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from core.api import ChatResult, LLMClient, LLMOutputError
+
+log = logging.getLogger(__name__)
+
+TEXT_REPLY = "__reply_with_text__"  # the pseudo-tool a model may pick when tool_choice is "auto"
+
+
+# -- request translation (pure, unit-tested) ---------------------------------------------------
+def _function(tool: dict[str, Any]) -> dict[str, Any]:
+    return tool.get("function", tool)
+
+
+def _parameters(tool: dict[str, Any]) -> dict[str, Any]:
+    params = dict(_function(tool).get("parameters") or {})
+    params.setdefault("type", "object")
+    params.setdefault("properties", {})
+    return params
+
+
+def allowed_tools(tools: list[dict[str, Any]], tool_choice: Any) -> list[dict[str, Any]]:
+    """The tools the reply may call: all of them, or the one a ``{"type": "function", ...}`` choice names."""
+    if isinstance(tool_choice, dict):
+        wanted = (tool_choice.get("function") or {}).get("name")
+        picked = [t for t in tools if _function(t).get("name") == wanted]
+        if not picked:
+            raise ValueError(f"tool_choice names {wanted!r}, which is not among the request's tools")
+        return picked
+    return tools
+
+
+def tool_call_schema(tools: list[dict[str, Any]], allow_text: bool) -> dict[str, Any]:
+    """A JSON schema whose instances are exactly one call: a tool's name and arguments valid for it."""
+    options = [
+        {
+            "type": "object",
+            "properties": {"name": {"const": _function(t)["name"]}, "arguments": _parameters(t)},
+            "required": ["name", "arguments"],
+            "additionalProperties": False,
+        }
+        for t in tools
+    ]
+    if allow_text:
+        options.append(
+            {
+                "type": "object",
+                "properties": {"name": {"const": TEXT_REPLY}, "arguments": {
+                    "type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"], "additionalProperties": False}},
+                "required": ["name", "arguments"],
+                "additionalProperties": False,
+            }
+        )
+    return options[0] if len(options) == 1 else {"anyOf": options}
+
+
+def _signature(tool: dict[str, Any]) -> str:
+    """``name(arg: type, ...): first paragraph of the description``: what the model needs to pick a
+    tool; the schema constrains the arguments, so the full parameter schema need not be in the prompt."""
+    fn = _function(tool)
+    params = _parameters(tool)
+    args = ", ".join(f"{name}: {spec.get('type', 'any')}" for name, spec in params["properties"].items())
+    summary = (fn.get("description") or "").strip().split("\n\n")[0].replace("\n", " ")
+    return f"- {fn['name']}({args}): {summary[:400]}"
+
+
+def tools_instruction(tools: list[dict[str, Any]], allow_text: bool) -> str:
+    """The tool list as the model reads it (the backend no longer sees ``tools``)."""
+    lines = [
+        "You can call these tools. Reply with exactly one JSON object "
+        '{"name": <tool name>, "arguments": {...}} and nothing else.',
+        *(_signature(tool) for tool in tools),
+    ]
+    if allow_text:
+        lines.append(f"- {TEXT_REPLY}(text: string): answer in plain text instead of calling a tool.")
+    return "\n".join(lines)
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, list):  # OpenAI content parts
+        return "\n".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+    return "" if content is None else str(content)
+
+
+def flatten_messages(messages: list[dict[str, Any]], instruction: str | None) -> list[dict[str, str]]:
+    """Plain role/content messages: earlier tool calls as the JSON the model is asked to write,
+    tool results as user messages that name the tool; the tool instruction joins the first system message."""
+    names: dict[str, str] = {}
+    out: list[dict[str, str]] = []
+    for message in messages:
+        role = message.get("role", "user")
+        content = _text(message.get("content"))
+        if role == "assistant" and message.get("tool_calls"):
+            calls = []
+            for call in message["tool_calls"]:
+                fn = call.get("function", {})
+                names[call.get("id", "")] = fn.get("name", "")
+                try:
+                    arguments = json.loads(fn.get("arguments") or "{}")
+                except json.JSONDecodeError:
+                    arguments = fn.get("arguments")
+                calls.append(json.dumps({"name": fn.get("name"), "arguments": arguments}))
+            content = "\n".join([content, *calls]).strip()
+        elif role == "tool":
+            name = message.get("name") or names.get(message.get("tool_call_id", ""), "tool")
+            role, content = "user", f"[result of tool {name}]\n{content}"
+        elif role not in ("system", "user", "assistant"):
+            role = "user"
+        out.append({"role": role, "content": content})
+    if instruction:
+        if out and out[0]["role"] == "system":
+            out[0] = {"role": "system", "content": out[0]["content"] + "\n\n" + instruction}
+        else:
+            out.insert(0, {"role": "system", "content": instruction})
+    return out
+
+
+def parse_tool_call(text: str, tools: list[dict[str, Any]], allow_text: bool) -> tuple[str, dict[str, Any]]:
+    """The (name, arguments) in ``text``, checked against the tool's parameter schema."""
+    import jsonschema
+
+    try:
+        reply = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise LLMOutputError(f"tool-call reply is not JSON: {err}: {text[:200]!r}") from err
+    if not isinstance(reply, dict) or not isinstance(reply.get("arguments"), dict):
+        raise LLMOutputError(f"tool-call reply lacks name/arguments: {text[:200]!r}")
+    name = reply.get("name")
+    if allow_text and name == TEXT_REPLY:
+        return name, reply["arguments"]
+    by_name = {_function(t)["name"]: t for t in tools}
+    if name not in by_name:
+        raise LLMOutputError(f"tool-call reply names unknown tool {name!r} (known: {sorted(by_name)})")
+    try:
+        jsonschema.validate(reply["arguments"], _parameters(by_name[name]))
+    except jsonschema.ValidationError as err:
+        raise LLMOutputError(f"arguments of {name} break its schema: {err.message}") from err
+    return name, reply["arguments"]
+
+
+def completion_body(model: str, result: ChatResult, name: str | None, arguments: dict[str, Any] | None) -> dict[str, Any]:
+    """An OpenAI chat.completion object: a tool call, or plain text when ``name`` is None."""
+    if name is None or name == TEXT_REPLY:
+        text = result.text if name is None else str((arguments or {}).get("text", ""))
+        message: dict[str, Any] = {"role": "assistant", "content": text}
+        finish = "stop"
+    else:
+        message = {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{"id": f"call_{uuid.uuid4().hex[:24]}", "type": "function",
+                            "function": {"name": name, "arguments": json.dumps(arguments)}}],
+        }
+        finish = "tool_calls"
+    return {
+        "id": f"chatcmpl-{uuid.uuid4().hex}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+        "usage": {
+            "prompt_tokens": result.prompt_tokens,
+            "completion_tokens": result.completion_tokens,
+            "total_tokens": result.prompt_tokens + result.completion_tokens,
+        },
+    }
+
+
+def embeddings_body(model: str, vectors: np.ndarray, base64_format: bool, n_tokens: int) -> dict[str, Any]:
+    """An OpenAI embedding list; ``base64`` is what the openai client asks for by default."""
+    data = []
+    for index, vector in enumerate(np.asarray(vectors, dtype=np.float32)):
+        value: Any = base64.b64encode(vector.astype("<f4").tobytes()).decode() if base64_format else vector.tolist()
+        data.append({"object": "embedding", "index": index, "embedding": value})
+    return {"object": "list", "data": data, "model": model, "usage": {"prompt_tokens": n_tokens, "total_tokens": n_tokens}}
+
+
+# -- the server ------------------------------------------------------------------------------
+@dataclass
+class ToolCallStats:
+    """How tool requests went: well-formed on the first try, after retries, or not at all."""
+
+    tool_requests: int = 0
+    well_formed_first_try: int = 0
+    well_formed_after_retry: int = 0
+    malformed: int = 0
+    text_replies: int = 0
+    plain_requests: int = 0
+    embedding_requests: int = 0
+    by_tool: dict[str, int] = field(default_factory=dict)
+
+
+class ToolCallServer:
+    """An in-process OpenAI-compatible server (starlette + uvicorn on 127.0.0.1) in front of ``llm``.
+
+    ``/v1/chat/completions``: requests with ``tools`` become one json_schema-constrained call
+    (retried with a new seed, up to ``attempts``, if the reply breaks the tool's schema); others
+    pass through as plain chat. Every call goes through ``llm``, so the harness's meter (under
+    ``purpose``) and response cache see it. ``/v1/embeddings`` encodes with ``embedder``.
+    """
+
+    def __init__(
+        self,
+        llm: LLMClient,
+        embedder: Any = None,
+        purpose: str = "tool_calls",
+        attempts: int = 2,
+        default_max_tokens: int = 512,
+        max_tokens_cap: int | None = None,
+        model_name: str | None = None,
+        request_log: str | None = None,
+    ) -> None:
+        self.llm = llm
+        self.request_log = Path(request_log) if request_log else None  # JSONL of tool requests and replies, for audits
+        self.embedder = embedder
+        self.purpose = purpose
+        self.attempts = attempts
+        self.default_max_tokens = default_max_tokens
+        self.max_tokens_cap = max_tokens_cap
+        self._model_name = model_name
+        self.stats = ToolCallStats()
+        self._stats_lock = threading.Lock()
+        self._in_flight: dict[str, Future] = {}
+        self._server: Any = None
+        self._thread: threading.Thread | None = None
+        self.port: int | None = None
+
+    @property
+    def model_name(self) -> str:
+        """The served model's id, asked of the backend only when first needed (not at construction)."""
+        return self._model_name or self.llm.model_id
+
+    # request handling, independent of HTTP (unit tests call these directly)
+    def complete(self, request: dict[str, Any]) -> dict[str, Any]:
+        """Answer one chat request; an identical request already in flight is waited for, not re-run:
+        clients time out and retry (the openai client after 600 s), and on a slow CPU the first
+        call is still running then."""
+        key = json.dumps(request, sort_keys=True)
+        with self._stats_lock:
+            running = self._in_flight.get(key)
+            if running is None:
+                mine: Future = Future()
+                self._in_flight[key] = mine
+        if running is not None:
+            return running.result()
+        try:
+            body = self._complete(request)
+            mine.set_result(body)
+            return body
+        except BaseException as err:
+            mine.set_exception(err)
+            raise
+        finally:
+            with self._stats_lock:
+                self._in_flight.pop(key, None)
+
+    def _complete(self, request: dict[str, Any]) -> dict[str, Any]:
+        max_tokens = int(request.get("max_tokens") or request.get("max_completion_tokens") or self.default_max_tokens)
+        if self.max_tokens_cap:
+            max_tokens = min(max_tokens, self.max_tokens_cap)
+        temperature = float(request.get("temperature") or 0.0)
+        seed = int(request.get("seed") or 0)
+        tools = request.get("tools") or []
+        tool_choice = request.get("tool_choice", "auto")
+        if not tools or tool_choice == "none":
+            with self._stats_lock:
+                self.stats.plain_requests += 1
+            result = self.llm.chat(flatten_messages(request.get("messages", []), None), max_tokens=max_tokens,
+                                   temperature=temperature, seed=seed, purpose=self.purpose)
+            return completion_body(self.model_name, result, None, None)
+        callable_tools = allowed_tools(tools, tool_choice)
+        allow_text = tool_choice == "auto"
+        schema = tool_call_schema(callable_tools, allow_text)
+        messages = flatten_messages(request.get("messages", []), tools_instruction(callable_tools, allow_text))
+        last: LLMOutputError | None = None
+        for attempt in range(self.attempts):
+            result = self.llm.chat(messages, response_schema=schema, max_tokens=max_tokens, temperature=temperature,
+                                   seed=seed + attempt, purpose=self.purpose)
+            try:
+                name, arguments = parse_tool_call(result.text, callable_tools, allow_text)
+            except LLMOutputError as err:
+                last = err
+                log.warning("tool-call reply broke the schema (attempt %d/%d): %s", attempt + 1, self.attempts, err)
+                continue
+            with self._stats_lock:
+                self.stats.tool_requests += 1
+                if name == TEXT_REPLY:
+                    self.stats.text_replies += 1
+                elif attempt == 0:
+                    self.stats.well_formed_first_try += 1
+                else:
+                    self.stats.well_formed_after_retry += 1
+                self.stats.by_tool[name] = self.stats.by_tool.get(name, 0) + 1
+            self._log(request, result.text, name)
+            return completion_body(self.model_name, result, name, arguments)
+        self._log(request, result.text, None)
+        with self._stats_lock:
+            self.stats.tool_requests += 1
+            self.stats.malformed += 1
+        assert last is not None
+        raise last
+
+    def _log(self, request: dict[str, Any], reply: str, name: str | None) -> None:
+        if self.request_log is not None:
+            with self._stats_lock, self.request_log.open("a") as handle:
+                handle.write(json.dumps({"request": request, "reply": reply, "tool": name}) + "\n")
+
+    def embed(self, request: dict[str, Any]) -> dict[str, Any]:
+        if self.embedder is None:
+            raise LLMOutputError("this tool-call server was started without an embedder")
+        texts = request.get("input")
+        texts = [texts] if isinstance(texts, str) else list(texts or [])
+        if not all(isinstance(t, str) for t in texts):
+            raise LLMOutputError("/v1/embeddings: input must be a string or a list of strings (token ids are not supported)")
+        with self._stats_lock:
+            self.stats.embedding_requests += 1
+        vectors = self.embedder.encode(texts) if texts else np.zeros((0, self.embedder.dim), dtype=np.float32)
+        n_tokens = sum(len(t.split()) for t in texts)  # whitespace words: an estimate, MiniLM's cost is not metered
+        return embeddings_body(str(request.get("model") or self.embedder.model_id), vectors,
+                               request.get("encoding_format") == "base64", n_tokens)
+
+    # HTTP
+    def app(self) -> Any:
+        from starlette.applications import Starlette
+        from starlette.concurrency import run_in_threadpool
+        from starlette.requests import Request
+        from starlette.responses import JSONResponse
+        from starlette.routing import Route
+
+        async def chat(request: Request) -> JSONResponse:
+            body = await request.json()
+            if body.get("stream"):
+                return JSONResponse({"error": {"message": "streaming is not supported by the tool-call layer; send stream=false"}}, 400)
+            try:
+                return JSONResponse(await run_in_threadpool(self.complete, body))
+            except (LLMOutputError, ValueError) as err:
+                return JSONResponse({"error": {"message": str(err), "type": "invalid_response"}}, 502)
+
+        async def embeddings(request: Request) -> JSONResponse:
+            body = await request.json()
+            try:
+                return JSONResponse(await run_in_threadpool(self.embed, body))
+            except LLMOutputError as err:
+                return JSONResponse({"error": {"message": str(err)}}, 400)
+
+        async def models(request: Request) -> JSONResponse:
+            ids = [self.model_name] + ([self.embedder.model_id] if self.embedder is not None else [])
+            return JSONResponse({"object": "list", "data": [{"id": i, "object": "model", "owned_by": "mosaic-bench"} for i in ids]})
+
+        async def health(request: Request) -> JSONResponse:
+            return JSONResponse({"status": "ok"})
+
+        return Starlette(routes=[
+            Route("/v1/chat/completions", chat, methods=["POST"]),
+            Route("/v1/embeddings", embeddings, methods=["POST"]),
+            Route("/v1/models", models, methods=["GET"]),
+            Route("/health", health, methods=["GET"]),
+        ])
+
+    @property
+    def api_base(self) -> str:
+        if self._server is None:
+            self.start()
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def start(self, timeout_s: float = 30.0) -> None:
+        """Serve on a free loopback port in a daemon thread; returns once the server accepts requests."""
+        if self._server is not None:
+            return
+        import uvicorn
+
+        from core.llm.local_server import free_port
+
+        self.port = free_port()
+        config = uvicorn.Config(self.app(), host="127.0.0.1", port=self.port, log_level="warning", access_log=False)
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self._server.run, name="tool-call-server", daemon=True)
+        self._thread.start()
+        deadline = time.monotonic() + timeout_s
+        while not self._server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                self._server = None
+                raise RuntimeError(f"tool-call server did not start on 127.0.0.1:{self.port} within {timeout_s:.0f} s")
+            time.sleep(0.05)
+        log.info("tool-call server on %s (backend %s)", f"http://127.0.0.1:{self.port}/v1", self.model_name)
+
+    def close(self) -> None:
+        if self._server is not None:
+            self._server.should_exit = True
+            if self._thread is not None:
+                self._thread.join(timeout=10)
+        self._server = None
+        self._thread = None
+
+    def __enter__(self) -> "ToolCallServer":
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
