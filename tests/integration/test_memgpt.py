@@ -14,7 +14,7 @@ import pytest
 
 from tests.integration.baseline_probes import locomo_slice
 
-pytestmark = [pytest.mark.integration, pytest.mark.baselines_live]
+pytestmark = [pytest.mark.integration, pytest.mark.baselines_live, pytest.mark.memgpt_live]
 
 REPO = Path(__file__).resolve().parents[2]
 LETTA = REPO / ".venv-letta/bin/letta"

@@ -19,7 +19,7 @@ from tests.integration.baseline_probes import locomo_slice, run_mini_suite
 
 pytest.importorskip("graphiti_core", reason="needs the `zep` extra: pip install -e '.[zep]'")
 
-pytestmark = [pytest.mark.integration, pytest.mark.baselines_live]
+pytestmark = [pytest.mark.integration, pytest.mark.baselines_live, pytest.mark.zep_live]
 
 REPO = Path(__file__).resolve().parents[2]
 N_TURNS = 2

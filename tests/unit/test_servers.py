@@ -58,3 +58,32 @@ def test_a_missing_program_says_how_to_install(tmp_path: Path):
     server = ManagedProcess("ghost", ["/nonexistent/ghost-server"], lambda: True, tmp_path / "ghost.log")
     with pytest.raises(ServerStartError, match="cannot run.*setup.sh"):
         server.start()
+
+
+def test_the_server_ends_when_its_owner_is_killed_without_cleanup(tmp_path: Path):
+    """SIGKILL runs no Python code in the owner: the watch loop still takes the server down."""
+    import signal
+    import subprocess
+    import time
+
+    port = free_port()
+    owner_code = (
+        "import socket, sys, time\n"
+        "from core.servers import ManagedProcess\n"
+        f"def up():\n    s = socket.socket(); s.settimeout(0.2)\n    r = s.connect_ex(('127.0.0.1', {port})); s.close(); return r == 0\n"
+        f"server = ManagedProcess('http', [sys.executable, '-m', 'http.server', '{port}', '--bind', '127.0.0.1'], up, {str(tmp_path / 'h.log')!r})\n"
+        "server.start()\n"
+        "print('up', flush=True); time.sleep(120)\n"
+    )
+    owner = subprocess.Popen([sys.executable, "-c", owner_code], stdout=subprocess.PIPE, text=True, cwd=Path(__file__).parents[2])
+    try:
+        assert owner.stdout.readline().strip() == "up"
+        assert _port_open(port)
+        owner.send_signal(signal.SIGKILL)
+        owner.wait(timeout=10)
+        deadline = time.monotonic() + 20
+        while _port_open(port) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert not _port_open(port), "the server outlived its SIGKILLed owner"
+    finally:
+        owner.kill()
