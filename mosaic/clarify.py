@@ -80,26 +80,34 @@ def settled_by(item: ClarificationItem, queue: Sequence[ClarificationItem]) -> l
     return [other.entity.entity_id for other in queue if other is item or same_slot(other.entity, item.entity)]
 
 
-def coverage(chosen: Sequence[str], queue: Sequence[ClarificationItem], weight: Callable[[ClarificationItem], float] = entity_weight) -> float:
+Cover = Callable[[ClarificationItem, Sequence[ClarificationItem]], list[str]]
+
+
+def coverage(
+    chosen: Sequence[str], queue: Sequence[ClarificationItem], weight: Callable[[ClarificationItem], float] = entity_weight,
+    cover: Cover = settled_by,
+) -> float:
     """f(S) for the set of queued entity ids ``chosen`` (each assumed answered)."""
     by_id = {item.entity.entity_id: item for item in queue}
     covered: set[str] = set()
     for entity_id in chosen:
-        covered.update(settled_by(by_id[entity_id], queue))
+        covered.update(cover(by_id[entity_id], queue))
     return sum(weight(by_id[i]) for i in covered)
 
 
 def greedy_targets(
-    queue: Sequence[ClarificationItem], budget: int, weight: Callable[[ClarificationItem], float] = entity_weight
+    queue: Sequence[ClarificationItem], budget: int, weight: Callable[[ClarificationItem], float] = entity_weight,
+    cover: Cover = settled_by,
 ) -> list[ClarificationTarget]:
     """Greedy maximisation of f under |S| <= ``budget``.
 
     Ties in gain go to the higher entropy (the more uncertain belief), then to the earlier queue
-    position, so the choice is deterministic. Stops early when no pick adds coverage.
+    position, so the choice is deterministic. Stops early when no pick adds coverage. ``cover``
+    is C(v) (the benchmark passes other coverage families through it).
     """
     if budget < 0:
         raise ValueError(f"clarification budget must be >= 0, got {budget}")
-    covers = {item.entity.entity_id: settled_by(item, queue) for item in queue}
+    covers = {item.entity.entity_id: cover(item, queue) for item in queue}
     weights = {item.entity.entity_id: weight(item) for item in queue}
     covered: set[str] = set()
     picks: list[ClarificationTarget] = []

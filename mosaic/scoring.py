@@ -111,6 +111,7 @@ class NodeScorer:
             "rescored_total": 0,
             "last_rescored": 0,
             "pushes_total": 0,
+            "last_push_rounds": 0,  # depth of the last write's push cascade
             "full_refreshes": 0,
             "drift": [],  # one entry per refresh made while NCS was on
             "last_drift": None,
@@ -249,13 +250,19 @@ class NodeScorer:
         moved: set[str] = set()
         pushes = 0
         keep = 1.0 - self.teleport
+        # round of each queued node (seeds 1; a node queued by a round-t push is in round t+1): the
+        # depth of the cascade, which the paper bounds by the longest path L on a DAG
+        round_of = dict.fromkeys(queue, 1)
+        rounds = 0
         while queue:
             node = queue.popleft()
             queued.discard(node)
+            node_round = round_of.pop(node, 1)
             residual = self._residual.get(node, 0.0)
             if abs(residual) <= self.push_epsilon:
                 continue
             pushes += 1
+            rounds = max(rounds, node_round)
             self._residual[node] = 0.0
             value = self._pagerank[node] + self.teleport * residual
             self._pagerank[node] = value
@@ -268,7 +275,9 @@ class NodeScorer:
                 if abs(updated) > self.push_epsilon and target not in queued:
                     queue.append(target)
                     queued.add(target)
+                    round_of[target] = node_round + 1
         self.stats["pushes_total"] += pushes
+        self.stats["last_push_rounds"] = rounds
         return moved
 
     # ---- helpers ---------------------------------------------------------------------------
