@@ -20,6 +20,7 @@ metrics, as in the paper. Rows are appended as they are produced, so a killed ru
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import re
@@ -32,6 +33,7 @@ import numpy as np
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
 
+from eval.benchmarks.halumem_clarify import CLARIFY_TABLES, clarify_metrics, clarify_session
 from eval.context import RunContext
 from eval.halumem_judge import HaluMemJudge, Verdict
 from eval.metrics import bootstrap_ci
@@ -462,11 +464,16 @@ class HaluMemBenchmark:
     judge_attempts: int = 2
     bootstrap_samples: int = 1000
     seed: int = 0
+    clarify: str = "off"  # off | oracle: answer clarification targets from gold points (halumem_clarify.py)
+    clarify_budget: int = 3
+    clarify_match_threshold: float = 0.5
     _users: list[HaluMemUser] | None = field(default=None, repr=False)
 
     @property
     def variant_label(self) -> str:
         """The variant named in tables: as configured, else guessed from the file name."""
+        if self.clarify != "off":  # an oracle study is never a Table 2 column of the plain variant
+            return f"{dataclasses.replace(self, clarify='off').variant_label}+{self.clarify}-clarify"
         if self.variant:
             return self.variant
         stem = Path(self.path).stem.lower() if self.path else "medium"
@@ -495,7 +502,10 @@ class HaluMemBenchmark:
         users = self.load()
         judge = HaluMemJudge(ctx.judge_llm, max_tokens=self.judge_max_tokens, attempts=self.judge_attempts)
         mode = self._extraction_mode(system)
-        rows = {name: ctx.rows(f"halumem_{name}") for name in ("sessions", "integrity", "accuracy", "updates", "qa", "users")}
+        if self.clarify not in ("off", "oracle"):
+            raise ValueError(f"benchmark.clarify must be off or oracle, got {self.clarify!r}")
+        tables = ("sessions", "integrity", "accuracy", "updates", "qa", "users") + (CLARIFY_TABLES if self.clarify != "off" else ())
+        rows = {name: ctx.rows(f"halumem_{name}") for name in tables}
         for user in users:
             if user.uuid in rows["users"]:
                 continue
@@ -549,6 +559,9 @@ class HaluMemBenchmark:
             )
             if session.is_generated_qa_session:
                 continue
+            if self.clarify != "off":
+                stored = clarify_session(self, user, s_idx, session, system, namespace, judge, mode, rows, stored)
+                held = _snapshot_stored(system, namespace) if mode == "inspect" else held
             if mode != "none":
                 self._judge_extraction(user, s_idx, session, [item.text for item in stored], judge, rows)
             self._judge_updates(user, s_idx, session, system, namespace, judge, rows)
@@ -684,6 +697,7 @@ class HaluMemBenchmark:
                 "conflicts": {k: sum(r[f"n_{k}"] for r in sessions) for k in ("updated", "rejected", "flagged")},
             },
             "bootstrap": {"samples": n_boot, "seed": seed, "confidence": 0.95, "unit": "item"},
+            **({"clarify": clarify_metrics(self, rows, extraction_mode)} if self.clarify != "off" else {}),
         }
 
     # -- tables ---------------------------------------------------------------------------------
