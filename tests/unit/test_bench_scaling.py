@@ -21,6 +21,11 @@ def test_small_mode_writes_scaling_json_and_plots(tmp_path):
             assert key in row
         assert row["ncs_ms_per_update"] > 0 and row["full_ms_per_update"] > 0
         assert 0.0 <= row["top10_agreement_vs_full"] <= 1.0
+        # push, refresh and community costs separately and amortised (issue 19 part 2)
+        for key in ("refresh_ms", "refresh_interval_writes", "refresh_ms_amortised", "leiden_rerun_ms", "community_ms_amortised"):
+            assert row[key] >= 0
+        assert row["amortised_ms_per_update"] == pytest.approx(row["ncs_ms_per_update"] + row["refresh_ms_amortised"] + row["community_ms_amortised"])
+        assert row["writes"] == module.SIZES["small"]["updates"] and len(row["agreement_checkpoints"]) == 4
     assert [row["n_items"] for row in results["retrieval"]] == module.SIZES["small"]["retrieval"]
     for row in results["retrieval"]:
         for key in ("n_items", "flat_ms", "hnsw_ms", "dual_ms", "dual_recall_at_5", "hnsw_recall_at_5", "llm_fallback_rate",

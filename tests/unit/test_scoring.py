@@ -176,6 +176,35 @@ def test_periodic_refresh_records_drift():
     assert drift is not None and 0.0 <= drift["max_abs_score_drift"] and 0.0 <= drift["top10_agreement"] <= 1.0
 
 
+def test_refresh_interval_scales_with_graph_size_and_widens_on_small_drift():
+    graph, _ = random_growth(seed=6, n=80)
+    scorer = NodeScorer(ncs=True, refresh_every=5, refresh_per_node=0.5, push_epsilon=1e-2)
+    scorer.on_write(graph, None, set(graph.assoc.nodes))
+    assert scorer.refresh_interval() == round(0.5 * len(scorer.pagerank()))  # |V|/2 beats the floor of 5
+    small = NodeScorer(ncs=True, refresh_every=5, refresh_per_node=0.0, drift_tolerance=10.0, max_interval_scale=4)
+    small.on_write(graph, None, set(graph.assoc.nodes))
+    _, writes = random_growth(seed=7, n=15, graph=graph)
+    for changed in writes:
+        small.on_write(graph, None, changed)
+    # drift far below tolerance: interval 5, then 10 after the first periodic refresh (at write 5), then 20 at write 15
+    assert [d["write"] for d in small.stats["drift"]] == [6, 16] and small.refresh_interval() == 20
+    tight = NodeScorer(ncs=True, refresh_every=4, refresh_per_node=0.0, drift_tolerance=0.0)
+    tight.on_write(graph, None, set(graph.assoc.nodes))
+    for changed in random_growth(seed=8, n=4, graph=graph)[1]:
+        tight.on_write(graph, None, changed)
+    assert tight.refresh_interval() == 2  # any drift above a zero tolerance halves it
+
+
+def test_push_cascade_depth_on_a_chain_is_its_longest_path_plus_one():
+    graph = HandGraph()
+    nx.add_path(graph.prereq, [f"c{i}" for i in range(6)])  # L = 5
+    scorer = NodeScorer(ncs=True, refresh_every=0, push_epsilon=1e-12)
+    scorer.on_write(graph, None, set())
+    graph.prereq.add_edge("s", "c0")  # now L = 6 from the new source
+    scorer.on_write(graph, None, {"s", "c0"})
+    assert scorer.stats["last_push_rounds"] == nx.dag_longest_path_length(graph.prereq) + 1 == 7
+
+
 def test_bad_weights_are_rejected():
     with pytest.raises(ValueError, match="alpha"):
         NodeScorer(alpha=-1)
