@@ -107,7 +107,7 @@ def top_ids(scores: dict[str, float], k: int = 10) -> set[str]:
 
 def bench_ncs(
     n_nodes: int, updates: int, full_updates: int, seed: int, links: int, refresh_every: int,
-    push_epsilon: float | None = None, checkpoints: int = 4,
+    push_epsilon: float | None = None, checkpoints: int = 4, community_kwargs: dict | None = None,
 ) -> dict:
     """Time ``updates`` writes with NCS's own refresh policy on, splitting each write's cost into
     push, refresh and community update, and check top-10 agreement at ``checkpoints`` points.
@@ -121,7 +121,7 @@ def bench_ncs(
     graph = SyntheticGraph(seed, links)
     for _ in range(n_nodes):
         graph.grow()
-    communities = Communities(seed=seed)
+    communities = Communities(seed=seed, **(community_kwargs or {}))
     started = time.perf_counter()
     communities.update(graph, set(graph.assoc.nodes))
     leiden_ms = (time.perf_counter() - started) * 1000
@@ -154,6 +154,7 @@ def bench_ncs(
             full_s.append(time.perf_counter() - started)
         if step in check_at:
             full.refresh(graph)  # catch the full scorer up on the untimed updates (not timed)
+            full.set_previous_query_entities(previous_query)  # continuity from the current communities (re-runs renumber them)
             ncs_scores, full_scores = ncs.scores(), full.scores()
             agreement.append({
                 "write": step,
@@ -222,6 +223,8 @@ def bench_ncs(
         "scorer_drift_log": ncs.stats["drift"],
         "leiden_initial_ms": leiden_ms,
         "n_communities": len(communities),
+        "community_settings": {"rerun_fraction": communities.rerun_fraction, "local_rerun_fraction": communities.local_rerun_fraction},
+        "community_local_reruns": communities.stats["local_reruns"],
     }
 
 
@@ -383,6 +386,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--full-updates", type=int, default=5, help="updates timed for full recompute")
     parser.add_argument("--refresh-every", type=int, default=200, help="NCS minimum refresh interval (NodeScorer.refresh_every)")
     parser.add_argument("--push-epsilon", type=float, default=None, help="NCS push threshold (default: NodeScorer's)")
+    parser.add_argument("--community-rerun-fraction", type=float, default=None, help="Communities.rerun_fraction (default: its own)")
+    parser.add_argument("--community-local-fraction", type=float, default=None, help="Communities.local_rerun_fraction (default: its own, off)")
     parser.add_argument("--ncs-sizes", type=int, nargs="*", help="override the mode's NCS sizes")
     parser.add_argument("--retrieval-sizes", type=int, nargs="*", help="override the mode's retrieval sizes")
     parser.add_argument("--spread", type=float, default=0.75, help="item noise around its community centroid")
@@ -420,7 +425,10 @@ def main(argv: list[str] | None = None) -> dict:
     }
     if not args.skip_ncs:
         for n_nodes in args.ncs_sizes or plan["ncs"]:
-            row = bench_ncs(n_nodes, plan["updates"], args.full_updates, args.seed, args.links, args.refresh_every, args.push_epsilon)
+            community_kwargs = {key: value for key, value in (("rerun_fraction", args.community_rerun_fraction),
+                                                              ("local_rerun_fraction", args.community_local_fraction)) if value is not None}
+            row = bench_ncs(n_nodes, plan["updates"], args.full_updates, args.seed, args.links, args.refresh_every, args.push_epsilon,
+                            community_kwargs=community_kwargs)
             results["ncs"].append(row)
             print(json.dumps(row), flush=True)
     if not args.skip_retrieval:

@@ -307,3 +307,24 @@ def test_read_path_on_memory_graph_matches_a_full_recompute():
     ids, matrix = graph.matrix()
     expected = [ids[i] for i in np.argsort(-(matrix @ query))[:5]]
     assert [entity_id for entity_id, _ in found] == expected
+
+
+def test_local_rerun_splits_only_the_community_that_changed():
+    graph = HandGraph()
+    a = [f"a{i}" for i in range(5)]
+    for i, x in enumerate(a):
+        for y in a[i + 1:]:
+            graph.link(x, y)
+    graph.link("z0", "z1")  # a second, untouched community
+    communities = Communities(seed=0, min_nodes_for_rerun=1000, local_rerun_fraction=0.5, local_min_size=4)
+    communities.update(graph, set(graph.assoc.nodes))
+    untouched = communities.of("z0")
+    b = [f"b{i}" for i in range(5)]
+    for i, x in enumerate(b):  # clique b arrives node by node, hanging off a0 by one weak edge
+        changed = graph.link(x, "a0", weight=0.05) if i == 0 else set()
+        for y in b[:i]:
+            changed |= graph.link(x, y)
+        communities.update(graph, changed | {x})
+    assert communities.stats["leiden_runs"] == 1 and communities.stats["local_reruns"] >= 1
+    assert len({communities.of(x) for x in a}) == 1 and len({communities.of(x) for x in b}) == 1
+    assert communities.of("a1") != communities.of("b1") and communities.of("z0") == untouched
