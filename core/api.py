@@ -155,6 +155,21 @@ class Inspectable(Protocol):
     def stored_items(self, namespace: str) -> list[StoredItem]: ...
 
 
+@runtime_checkable
+class Clarifiable(Protocol):
+    """Optional (Inspectable family): systems that hold uncertain memories back and can ask about them.
+
+    ``clarification_targets`` returns the questions worth asking under a budget, best first, each
+    with the coverage it adds; ``resolve_clarification`` feeds an answer back as evidence.
+    """
+
+    def clarification_queue(self, namespace: str) -> list[dict[str, Any]]: ...
+
+    def clarification_targets(self, namespace: str, budget: int) -> list[dict[str, Any]]: ...
+
+    def resolve_clarification(self, namespace: str, item: str | dict[str, Any], answer: str | bool | None = None) -> AddReport: ...
+
+
 class HarnessError(Exception):
     """A fault the harness knows how to explain: its message names the file, URL or key and the fix.
 

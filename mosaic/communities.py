@@ -5,6 +5,13 @@ joins, at once, the community its heaviest neighbours belong to (a local move), 
 is re-run, seeded with the current membership as ``initial_membership``, only when enough of
 the graph has changed since the last run (``rerun_fraction`` of |V|) or every
 ``rerun_every`` updates. Leiden gets a fixed ``seed``, so the partition is deterministic.
+
+Optional local re-runs (``local_rerun_fraction`` > 0, off by default): a community whose own
+changed-node count reaches that fraction of its size is re-partitioned alone (Leiden on the
+subgraph of its members; it may split, the largest part keeps its id). A global re-run costs
+O(|V| + |E|) and, on this machine, Leiden's cost per node grows with |V|; a local one costs the
+size of one community, so with a large ``rerun_fraction`` as the backstop the amortised community
+cost per write stops depending on |V| (measured in scripts/bench_scaling.py).
 """
 
 from __future__ import annotations
@@ -34,6 +41,8 @@ class Communities:
         rerun_every: int = 0,
         min_nodes_for_rerun: int = 1,
         n_iterations: int = 2,
+        local_rerun_fraction: float = 0.0,
+        local_min_size: int = 8,
     ) -> None:
         if resolution <= 0:
             raise ValueError(f"communities.resolution must be > 0, got {resolution}")
@@ -45,13 +54,18 @@ class Communities:
         self.rerun_every = rerun_every
         self.min_nodes_for_rerun = min_nodes_for_rerun
         self.n_iterations = n_iterations
+        if local_rerun_fraction < 0:
+            raise ValueError(f"communities.local_rerun_fraction must be >= 0, got {local_rerun_fraction}")
+        self.local_rerun_fraction = local_rerun_fraction
+        self.local_min_size = local_min_size
+        self._dirty_by_community: dict[int, int] = defaultdict(int)
         self._membership: dict[str, int] = {}
         self._members: dict[int, set[str]] = defaultdict(set)
         self._next_id = 0
         self._dirty = 0
         self._updates_since_run = 0
         self.version = 0  # bumped whenever membership changes, so indexes know to rebuild
-        self.stats: dict[str, int] = {"leiden_runs": 0, "local_assignments": 0, "updates": 0}
+        self.stats: dict[str, int] = {"leiden_runs": 0, "local_assignments": 0, "updates": 0, "local_reruns": 0}
 
     # ---- queries -------------------------------------------------------------------------
     def of(self, entity_id: str) -> int:
@@ -86,6 +100,8 @@ class Communities:
                 self._assign_locally(assoc, entity_id)
         self._dirty += len(changed)
         self._updates_since_run += 1
+        if self.local_rerun_fraction > 0:
+            self._local_reruns(assoc, changed)
         n_nodes = assoc.number_of_nodes()
         due_by_fraction = self._dirty >= self.rerun_fraction * n_nodes
         due_by_count = self.rerun_every > 0 and self._updates_since_run >= self.rerun_every
@@ -97,6 +113,7 @@ class Communities:
         assoc = graph.assoc
         ids = sorted(assoc.nodes)
         self._dirty = 0
+        self._dirty_by_community = defaultdict(int)
         self._updates_since_run = 0
         if not ids:
             self._set_membership({})
@@ -120,6 +137,44 @@ class Communities:
         self.stats["leiden_runs"] += 1
 
     # ---- internals -----------------------------------------------------------------------
+    def _local_reruns(self, assoc: nx.Graph, changed: set[str]) -> None:
+        """Count changes per community; re-partition alone each community that changed enough."""
+        due = set()
+        for entity_id in changed:
+            community = self._membership.get(entity_id)
+            if community is None:
+                continue
+            self._dirty_by_community[community] += 1
+            size = len(self._members.get(community, ()))
+            if size >= self.local_min_size and self._dirty_by_community[community] >= self.local_rerun_fraction * size:
+                due.add(community)
+        for community in sorted(due):
+            self._rerun_one(assoc, community)
+
+    def _rerun_one(self, assoc: nx.Graph, community: int) -> None:
+        ids = sorted(self._members.get(community, ()))
+        self._dirty_by_community[community] = 0
+        index = {entity_id: i for i, entity_id in enumerate(ids)}
+        sub = assoc.subgraph(ids)
+        igraph = ig.Graph(n=len(ids), edges=[(index[a], index[b]) for a, b in sub.edges])
+        igraph.es["weight"] = [float(data.get("weight", 1.0)) for _, _, data in sub.edges(data=True)]
+        partition = leidenalg.find_partition(
+            igraph, leidenalg.RBConfigurationVertexPartition, weights="weight", resolution_parameter=self.resolution,
+            n_iterations=self.n_iterations, seed=self.seed,
+        )
+        parts = sorted(partition, key=lambda part: (-len(part), min(part)))
+        for part in parts[1:]:  # the largest part keeps the community's id, the others get fresh ids
+            label = self._next_id
+            self._next_id += 1
+            for i in part:
+                self._members[community].discard(ids[i])
+                self._membership[ids[i]] = label
+                self._members[label].add(ids[i])
+        self.stats["local_reruns"] += 1
+        if len(parts) > 1:
+            self.version += 1
+
+
     def _initial_membership(self, ids: list[str]) -> list[int] | None:
         """Current membership renumbered 0..k-1 (unknown nodes get fresh singletons), or None."""
         if not self._membership:

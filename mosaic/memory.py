@@ -38,6 +38,7 @@ from mosaic.graph import ACTIVE_STATUSES, MemoryGraph
 from mosaic.retrieval import Retriever
 from mosaic.scoring import NodeScorer
 from mosaic.store import MemoryStore, file_safe_name
+from mosaic.values import same_slot, values_match
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +72,7 @@ def _built(block: str, make: Callable[..., Any], **late: Any) -> Any:
 
 
 class MosaicMemory:
-    """MOSAIC as a MemorySystem (+ Seedable, Snapshottable, Inspectable).
+    """MOSAIC as a MemorySystem (+ Seedable, Snapshottable, Inspectable, Clarifiable).
 
     ``extract``, ``gate``, ``conflict`` and ``retrieval`` build their part from the LLM;
     ``graph`` from the embedder; ``communities`` and ``scoring`` from nothing. ``search_weight``
@@ -349,24 +350,66 @@ class MosaicMemory:
         """Entities held back by the gate, each with the targeted question that would settle it."""
         return [item.to_dict() for item in self._space(namespace).queue]
 
-    def resolve_clarification(self, namespace: str, entity_id: str, confirmed: bool) -> AddReport:
-        """Answer a queued question: a confirmed entity becomes a direct statement and goes through the conflict check."""
+    def clarification_targets(self, namespace: str, budget: int) -> list[dict[str, Any]]:
+        """The greedy coverage-maximising questions to ask (mosaic.clarify), best first, with each pick's gain."""
+        from mosaic.clarify import greedy_targets
+
+        return [target.to_dict() for target in greedy_targets(self._space(namespace).queue, budget)]
+
+    def resolve_clarification(self, namespace: str, item: str | dict[str, Any], answer: str | bool | None = None, *,
+                              confirmed: bool | None = None) -> AddReport:
+        """Feed the answer to a queued question through the gate's belief update like any other evidence.
+
+        ``item``: the queued entity id (or its queue dict); ``answer``: "yes"/"no"/"unknown", a value,
+        or a bool (``confirmed=`` is the older keyword for that). "unknown" leaves it queued; a denial
+        with no other value, or an answer that restates the value memory holds, drops it; otherwise the answer (a direct statement) is gated against what
+        memory holds and, when committed, conflict-checked; the other queued entities of its slot are
+        settled by it and leave the queue. Not committed again -> re-queued with the new belief.
+        """
+        from mosaic.clarify import evidence_from_answer, interpret_answer
+
+        answer = confirmed if answer is None else answer
+        if answer is None:
+            raise TypeError("resolve_clarification needs an answer (str or bool)")
         space = self._space(namespace)
-        item = next((q for q in space.queue if q.entity.entity_id == entity_id), None)
-        if item is None:
+        entity_id = item if isinstance(item, str) else item["entity"]["entity_id"]
+        queued = next((q for q in space.queue if q.entity.entity_id == entity_id), None)
+        if queued is None:
             raise KeyError(f"no queued entity {entity_id!r} in namespace {namespace!r}")
-        space.queue.remove(item)
         report = AddReport()
-        if confirmed:
-            entity = item.entity
-            entity.status = "active"
-            entity.directness = 1.0
-            entity.history.append({"event": "clarified", "question": item.question})
-            changed = self._commit(space, entity, space.graph.embed(entity.text), report)
-            if changed:
-                space.communities.update(space.graph, changed)
-                space.scorer.on_write(space.graph, space.communities, changed)
-                space.retriever_dirty = True
+        before = self.llm.usage
+        kind, value = interpret_answer(queued, answer)
+        if kind == "unknown":
+            queued.entity.history.append({"event": "asked", "question": queued.question, "answer": str(answer)})
+        elif kind == "denied":
+            space.queue.remove(queued)
+            queued.entity.history.append({"event": "denied", "question": queued.question, "answer": str(answer)})
+            space.rejected.append(queued.entity.to_dict())
+        elif any(h.status in ACTIVE_STATUSES and same_slot(h, queued.entity) and values_match(h.value, value)
+                 for h in space.graph.entities()):  # the answer confirms what memory already holds
+            space.queue.remove(queued)
+            queued.entity.history.append({"event": "held_value_confirmed", "question": queued.question, "answer": str(answer)})
+            space.rejected.append(queued.entity.to_dict())
+        else:
+            space.queue.remove(queued)
+            entity = evidence_from_answer(queued, value, answer)
+            decision = self.gate.assess(entity, space.graph.entities())
+            if not decision.commit:
+                entity.status = "queued"
+                space.queue.append(ClarificationItem(entity, decision.rho, decision.entropy, decision.reason, decision.question))
+                report.queued.append(entity.entity_id)
+            else:
+                entity.importance = entity.confidence
+                for other in [q for q in space.queue if same_slot(q.entity, entity)]:  # settled by the same answer
+                    space.queue.remove(other)
+                    other.entity.history.append({"event": "settled_by_clarification", "by": entity.entity_id})
+                    space.rejected.append(other.entity.to_dict())
+                changed = self._commit(space, entity, space.graph.embed(entity.text), report, competing=decision.competing)
+                if changed:
+                    space.communities.update(space.graph, changed)
+                    space.scorer.on_write(space.graph, space.communities, changed)
+                    space.retriever_dirty = True
+        report.usage = usage_since(before, self.llm.usage)
         self._save(namespace, space)
         return report
 

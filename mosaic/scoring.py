@@ -14,9 +14,17 @@ adding (1-a)/a * p(u) * (new P[u,v] - old P[u,v]) to r(v) restores it (Zhang, Lo
 and pushing the residuals that exceed ``push_epsilon`` touches only the region around the write.
 So the work per write depends on local degree and epsilon, not on |V|, and the error is bounded:
 |x - p|_1 <= |r|_1 with every |r(v)| <= push_epsilon after a write. Normalisers (max importance,
-max PageRank) are tracked as running maxima, which can go stale; a full refresh every
-``refresh_every`` writes recomputes everything, measures how far NCS had drifted and, when the
-drift exceeded ``drift_tolerance``, halves the refresh interval.
+max PageRank) are tracked as running maxima, which can go stale; a periodic full refresh
+recomputes everything (power iteration warm-started from the current estimate, so it needs few
+iterations), measures how far NCS had drifted, and adapts the refresh interval.
+
+Why the refresh interval scales with |V|: each write leaves error (residual <= push_epsilon) only
+on the few nodes its push touched, so the drift a refresh corrects grows with the *share* of the
+graph that writes touched, about writes / |V|, while a refresh costs O(|E|). The interval is
+therefore max(``refresh_every``, ``refresh_per_node`` * |V|) times an adaptive scale: halved when
+the measured score drift exceeded ``drift_tolerance``, doubled (up to ``max_interval_scale``) when
+it stayed within half of it. With |E| proportional to |V| the amortised refresh cost per write is
+then O(mean degree), independent of |V|, like the push itself.
 """
 
 from __future__ import annotations
@@ -56,6 +64,8 @@ class NodeScorer:
         gamma: float = 0.2,
         ncs: bool = True,
         refresh_every: int = 200,
+        refresh_per_node: float = 0.05,
+        max_interval_scale: float = 8.0,
         drift_tolerance: float = 0.01,
         damping: float = 0.85,
         push_epsilon: float = 1e-2,
@@ -72,7 +82,11 @@ class NodeScorer:
             raise ValueError(f"ncs.push_epsilon must be > 0, got {push_epsilon}")
         self.alpha, self.beta, self.gamma = alpha, beta, gamma
         self.ncs = ncs
+        if refresh_per_node < 0 or max_interval_scale < 1:
+            raise ValueError(f"ncs.refresh_per_node={refresh_per_node} must be >= 0 and ncs.max_interval_scale={max_interval_scale} >= 1")
         self.refresh_every = refresh_every
+        self.refresh_per_node = refresh_per_node
+        self.max_interval_scale = max_interval_scale
         self.drift_tolerance = drift_tolerance
         self.teleport = 1.0 - damping
         self.push_epsilon = push_epsilon
@@ -90,13 +104,14 @@ class NodeScorer:
         self._previous_query_communities: set[int] = set()
         self._previous_query_ids: list[str] = []
         self._writes_since_refresh = 0
-        self._interval = refresh_every
+        self._interval_scale = 1.0  # adapted by measured drift
         self.last_rescored: set[str] = set()
         self.stats: dict[str, Any] = {
             "writes": 0,
             "rescored_total": 0,
             "last_rescored": 0,
             "pushes_total": 0,
+            "last_push_rounds": 0,  # depth of the last write's push cascade
             "full_refreshes": 0,
             "drift": [],  # one entry per refresh made while NCS was on
             "last_drift": None,
@@ -141,15 +156,24 @@ class NodeScorer:
             self._record_rescored(set(self._pagerank))
             return
         self._writes_since_refresh += 1
-        if self._interval > 0 and self._writes_since_refresh >= self._interval:
+        interval = self.refresh_interval()
+        if interval > 0 and self._writes_since_refresh >= interval:
+            self._local_update(graph, changed)  # so the drift measured is NCS's own, this write included
             self.refresh(graph, measure_drift=True)
             self._record_rescored(set(self._pagerank))
             return
         self._record_rescored(self._local_update(graph, changed))
 
+    def refresh_interval(self) -> int:
+        """Writes between full refreshes now: 0 when periodic refreshes are off (``refresh_every=0``)."""
+        if self.refresh_every <= 0:
+            return 0
+        base = max(self.refresh_every, self.refresh_per_node * len(self._pagerank))
+        return max(1, int(round(base * self._interval_scale)))
+
     def refresh(self, graph: ScoredGraph, measure_drift: bool = False) -> None:
-        """Recompute every score from scratch (power iteration), optionally measuring NCS drift first."""
-        ids, matrix = self._transition_matrix(graph)
+        """Recompute every score (power iteration from the current estimate), optionally measuring NCS drift first."""
+        ids, matrix, rows = self._transition_matrix(graph)
         previous = np.array([self._pagerank.get(entity_id, 1.0) for entity_id in ids], dtype=np.float64)
         exact = self._power_iteration(matrix, previous)
         if measure_drift and self._pagerank:
@@ -158,12 +182,13 @@ class NodeScorer:
         # residual that makes the invariant exact for the recomputed estimate
         residual = 1.0 + ((1.0 - self.teleport) * (matrix.T @ exact) - exact) / self.teleport
         self._residual = dict(zip(ids, residual.tolist()))
-        self._out = {entity_id: self._out_row(graph, entity_id) for entity_id in ids}
+        self._out = rows
         self._importance = {entity_id: float(graph.entity(entity_id).importance) for entity_id in ids}
         self._importance_max = max(self._importance.values(), default=0.0)
         self._pagerank_max = float(exact.max()) if len(exact) else 0.0
         self._writes_since_refresh = 0
         self.stats["full_refreshes"] += 1
+        self.stats["refresh_interval"] = self.refresh_interval()
 
     # ---- NCS -------------------------------------------------------------------------------
     def dirty_set(self, graph: ScoredGraph, changed: set[str]) -> set[str]:
@@ -225,13 +250,19 @@ class NodeScorer:
         moved: set[str] = set()
         pushes = 0
         keep = 1.0 - self.teleport
+        # round of each queued node (seeds 1; a node queued by a round-t push is in round t+1): the
+        # depth of the cascade, which the paper bounds by the longest path L on a DAG
+        round_of = dict.fromkeys(queue, 1)
+        rounds = 0
         while queue:
             node = queue.popleft()
             queued.discard(node)
+            node_round = round_of.pop(node, 1)
             residual = self._residual.get(node, 0.0)
             if abs(residual) <= self.push_epsilon:
                 continue
             pushes += 1
+            rounds = max(rounds, node_round)
             self._residual[node] = 0.0
             value = self._pagerank[node] + self.teleport * residual
             self._pagerank[node] = value
@@ -244,7 +275,9 @@ class NodeScorer:
                 if abs(updated) > self.push_epsilon and target not in queued:
                     queue.append(target)
                     queued.add(target)
+                    round_of[target] = node_round + 1
         self.stats["pushes_total"] += pushes
+        self.stats["last_push_rounds"] = rounds
         return moved
 
     # ---- helpers ---------------------------------------------------------------------------
@@ -264,20 +297,22 @@ class NodeScorer:
             return {}
         return {target: weight / total for target, weight in weights.items()}
 
-    def _transition_matrix(self, graph: ScoredGraph) -> tuple[list[str], sp.csr_matrix]:
+    def _transition_matrix(self, graph: ScoredGraph) -> tuple[list[str], sp.csr_matrix, dict[str, dict[str, float]]]:
+        """Node ids, the sparse P, and P's rows by node (kept as the NCS rows, so they are built once)."""
         ids = sorted(set(graph.assoc.nodes) | set(graph.prereq.nodes))
         index = {entity_id: i for i, entity_id in enumerate(ids)}
+        out_rows = {entity_id: self._out_row(graph, entity_id) for entity_id in ids}
         rows: list[int] = []
         cols: list[int] = []
         values: list[float] = []
         for entity_id in ids:
             i = index[entity_id]
-            for target, share in self._out_row(graph, entity_id).items():
-                rows.append(i)
-                cols.append(index[target])
-                values.append(share)
+            row = out_rows[entity_id]
+            rows.extend([i] * len(row))
+            cols.extend(index[target] for target in row)
+            values.extend(row.values())
         matrix = sp.csr_matrix((values, (rows, cols)), shape=(len(ids), len(ids)), dtype=np.float64)
-        return ids, matrix
+        return ids, matrix, out_rows
 
     def _power_iteration(self, matrix: sp.csr_matrix, start: np.ndarray) -> np.ndarray:
         if matrix.shape[0] == 0:
@@ -296,13 +331,14 @@ class NodeScorer:
     def _measure_drift(self, graph: ScoredGraph, ids: list[str], exact: np.ndarray) -> None:
         """Compare current NCS scores with the ones a full recompute gives, then adapt the interval."""
         before = np.array([self.score(entity_id) if entity_id in self._pagerank else 0.0 for entity_id in ids])
-        estimate = dict(self._pagerank), self._pagerank_max, self._importance_max
+        estimate = self._pagerank, self._pagerank_max, self._importance, self._importance_max
         self._pagerank = dict(zip(ids, exact.tolist()))
         self._pagerank_max = float(exact.max())
-        importances = [float(graph.entity(entity_id).importance) for entity_id in ids]
-        self._importance_max = max(importances, default=0.0)
+        # nodes written since the last write the scorer saw (the write that triggers this refresh) included
+        self._importance = {entity_id: float(graph.entity(entity_id).importance) for entity_id in ids}
+        self._importance_max = max(self._importance.values(), default=0.0)
         after = np.array([self.score(entity_id) for entity_id in ids])
-        self._pagerank, self._pagerank_max, self._importance_max = estimate
+        self._pagerank, self._pagerank_max, self._importance, self._importance_max = estimate
         k = min(10, len(ids))
         agreement = len(set(np.argsort(-before)[:k]) & set(np.argsort(-after)[:k])) / k if k else 1.0
         drift = {
@@ -312,9 +348,10 @@ class NodeScorer:
         }
         self.stats["drift"].append(drift)
         self.stats["last_drift"] = drift
-        if drift["max_abs_score_drift"] > self.drift_tolerance and self._interval > 1:
-            self._interval = max(1, self._interval // 2)
-            self.stats["refresh_interval"] = self._interval
+        if drift["max_abs_score_drift"] > self.drift_tolerance:
+            self._interval_scale = self._interval_scale / 2
+        elif drift["max_abs_score_drift"] <= self.drift_tolerance / 2:
+            self._interval_scale = min(self.max_interval_scale, self._interval_scale * 2)
 
     def _record_rescored(self, rescored: set[str]) -> None:
         self.last_rescored = rescored

@@ -136,3 +136,13 @@ def test_every_experiment_and_ablation_builds_its_system_and_benchmark(override,
 def test_hydra_launchers_compose(launcher):
     cfg = _compose([f"hydra/launcher={launcher}", "experiment=sweep_mosaic_ablations"])
     assert launcher.split("_")[0] in cfg.hydra.launcher._target_.lower()
+
+
+def test_paper_llm_preset_composes_and_names_the_paper_model():
+    """conf/llm/qwen35_plus.yaml: the paper's API model through an OpenAI-compatible endpoint (no call is made)."""
+    cfg = _compose(["llm=qwen35_plus", "system=mosaic"])
+    validate(cfg)
+    assert cfg.llm.model == "qwen3.5-plus" and cfg.llm.api_key_env == "DASHSCOPE_API_KEY"
+    assert cfg.llm.base_url.startswith("https://") and "api_key" not in cfg.llm
+    client = instantiate(cfg.llm, cache_path=None)
+    assert client.api_base.endswith("/compatible-mode/v1") and client.model_id == "qwen3.5-plus"

@@ -391,3 +391,77 @@ def test_make_table_has_measured_and_labelled_paper_columns(tmp_path):
     assert table.loc["Extraction F1", "paper: MOSAIC (HaluMem-Medium)"] == "86.77"
     assert table.loc["Update correct", "paper: MemOS (HaluMem-Medium)"] == "62.11"
     assert table.loc["QA omission", "paper: MOSAIC (HaluMem-Medium)"] == "16.74"
+
+
+# ----------------------------------------------------------------------------- oracle clarification
+class ClarifyingMemory(KeywordMemory):
+    """KeywordMemory that stores the first user utterance of each add and queues the others for
+    clarification (value: the utterance's last word); targets come from the real mosaic.clarify."""
+
+    name = "clarifying"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.queue: dict[str, list] = {}
+        self.answers: list[tuple[str, str]] = []
+
+    def reset(self, namespace: str) -> None:
+        super().reset(namespace)
+        self.queue[namespace] = []
+
+    def add(self, namespace: str, turns: list[Turn], session_time: str | None = None) -> AddReport:
+        from mosaic.entity import Entity
+        from mosaic.gate import ClarificationItem
+
+        users = [t for t in turns if t.speaker != "assistant"]
+        report = super().add(namespace, users[:1], session_time)
+        for t in users[1:]:
+            value = t.text.rstrip(".!?").split()[-1]
+            entity = Entity(t.turn_id, t.text, "event", subject="user", attribute=t.turn_id, value=value, status="queued")
+            self.queue[namespace].append(ClarificationItem(entity, 0.5, 1.0, "hedged", f"Is it true that {t.text}?"))
+        return report
+
+    def clarification_queue(self, namespace: str) -> list[dict]:
+        return [item.to_dict() for item in self.queue[namespace]]
+
+    def clarification_targets(self, namespace: str, budget: int) -> list[dict]:
+        from mosaic.clarify import greedy_targets
+
+        return [t.to_dict() for t in greedy_targets(self.queue[namespace], budget)]
+
+    def resolve_clarification(self, namespace: str, item, answer=None) -> AddReport:
+        [queued] = [q for q in self.queue[namespace] if q.entity.entity_id == item]
+        self.answers.append((queued.entity.text, answer))
+        if answer == "unknown":
+            return AddReport()
+        self.queue[namespace].remove(queued)
+        if answer != "yes":
+            return AddReport()
+        stored = StoredItem(f"m{len(self.items[namespace])}", queued.entity.text, [queued.entity.entity_id])
+        self.items[namespace].append(stored)
+        return AddReport(stored=[stored])
+
+
+def test_oracle_clarification_answers_from_gold_points_and_reports_with_and_without(tmp_path):
+    llm, system = FakeLLM(_fixed_judge), ClarifyingMemory()
+    bench = HaluMemBenchmark(path=str(TINY), bootstrap_samples=100, clarify="oracle", clarify_budget=2, clarify_match_threshold=0.4)
+    metrics = bench.run(system, _ctx(tmp_path, llm, EchoAnswerer()))
+    clarify = metrics["clarify"]
+    # one queued utterance per scored session with two user turns; the hiking one shares 4 of its 9 content
+    # words with the gold point "Martin Mark goes hiking near Hangzhou on weekends." (>= 0.4), and its
+    # value "Hangzhou" is in that point: answered yes and stored
+    assert ("No, never a bank. Consulting. On weekends I go hiking in the hills near Hangzhou.", "yes") in system.answers
+    assert clarify["asked"] == len(system.answers) == sum(clarify["answers"].values())
+    assert clarify["entities_committed"] == clarify["answers"]["yes"] >= 1
+    # with: the clarified memories count as stored in their session; without: they do not
+    with_n = metrics["extraction"]["counts"]["stored_memories"]
+    without_n = clarify["without"]["extraction"]["counts"]["stored_memories"]
+    assert with_n == without_n + clarify["entities_committed"]
+    assert clarify["without"]["updating"]["correct"]["n"] == metrics["updating"]["correct"]["n"]
+    assert metrics["variant"].endswith("+oracle-clarify")  # never the plain variant's Table 2 column
+
+
+def test_oracle_clarification_refuses_a_system_without_targets(tmp_path):
+    bench = HaluMemBenchmark(path=str(TINY), bootstrap_samples=100, clarify="oracle")
+    with pytest.raises(ValueError, match="Clarifiable"):
+        bench.run(KeywordMemory(), _ctx(tmp_path, FakeLLM(_fixed_judge), EchoAnswerer()))

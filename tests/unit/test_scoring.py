@@ -184,6 +184,35 @@ def test_periodic_refresh_measures_how_far_ncs_drifted():
     assert loose.stats["last_drift"]["max_abs_score_drift"] > 5 * tight.stats["last_drift"]["max_abs_score_drift"]
 
 
+def test_refresh_interval_scales_with_graph_size_and_widens_on_small_drift():
+    graph, _ = random_growth(seed=6, n=80)
+    scorer = NodeScorer(ncs=True, refresh_every=5, refresh_per_node=0.5, push_epsilon=1e-2)
+    scorer.on_write(graph, None, set(graph.assoc.nodes))
+    assert scorer.refresh_interval() == round(0.5 * len(scorer.pagerank()))  # |V|/2 beats the floor of 5
+    small = NodeScorer(ncs=True, refresh_every=5, refresh_per_node=0.0, drift_tolerance=10.0, max_interval_scale=4)
+    small.on_write(graph, None, set(graph.assoc.nodes))
+    _, writes = random_growth(seed=7, n=15, graph=graph)
+    for changed in writes:
+        small.on_write(graph, None, changed)
+    # drift far below tolerance: interval 5, then 10 after the first periodic refresh (at write 5), then 20 at write 15
+    assert [d["write"] for d in small.stats["drift"]] == [6, 16] and small.refresh_interval() == 20
+    tight = NodeScorer(ncs=True, refresh_every=4, refresh_per_node=0.0, drift_tolerance=0.0)
+    tight.on_write(graph, None, set(graph.assoc.nodes))
+    for changed in random_growth(seed=8, n=4, graph=graph)[1]:
+        tight.on_write(graph, None, changed)
+    assert tight.refresh_interval() == 2  # any drift above a zero tolerance halves it
+
+
+def test_push_cascade_depth_on_a_chain_is_its_longest_path_plus_one():
+    graph = HandGraph()
+    nx.add_path(graph.prereq, [f"c{i}" for i in range(6)])  # L = 5
+    scorer = NodeScorer(ncs=True, refresh_every=0, push_epsilon=1e-12)
+    scorer.on_write(graph, None, set())
+    graph.prereq.add_edge("s", "c0")  # now L = 6 from the new source
+    scorer.on_write(graph, None, {"s", "c0"})
+    assert scorer.stats["last_push_rounds"] == nx.dag_longest_path_length(graph.prereq) + 1 == 7
+
+
 def test_bad_weights_are_rejected():
     with pytest.raises(ValueError, match="alpha"):
         NodeScorer(alpha=-1)
@@ -292,6 +321,26 @@ def test_ncs_halves_its_refresh_interval_when_drift_exceeds_the_tolerance():
     drifting = _drift_after_growth(push_epsilon=0.5, refresh_every=4, drift_tolerance=1e-6, writes=6)
     steady = _drift_after_growth(push_epsilon=0.5, refresh_every=4, drift_tolerance=10.0, writes=6)
     assert drifting.stats["drift"][0]["max_abs_score_drift"] > 1e-6  # so the tolerance was really exceeded
-    assert drifting.stats["refresh_interval"] == 2 and steady.stats["refresh_interval"] == 4
-    # after the periodic refresh at write 4, the halved interval refreshes again at write 6; the steady one waits for write 8
+    # halved on drift over tolerance; doubled when drift stays within half of it (the interval also widens)
+    assert drifting.stats["refresh_interval"] == 2 and steady.stats["refresh_interval"] == 8
+    # after the periodic refresh at write 4, the halved interval refreshes again at write 6; the steady one waits for write 12
     assert drifting.stats["full_refreshes"] == 3 and steady.stats["full_refreshes"] == 2
+def test_local_rerun_splits_only_the_community_that_changed():
+    graph = HandGraph()
+    a = [f"a{i}" for i in range(5)]
+    for i, x in enumerate(a):
+        for y in a[i + 1:]:
+            graph.link(x, y)
+    graph.link("z0", "z1")  # a second, untouched community
+    communities = Communities(seed=0, min_nodes_for_rerun=1000, local_rerun_fraction=0.5, local_min_size=4)
+    communities.update(graph, set(graph.assoc.nodes))
+    untouched = communities.of("z0")
+    b = [f"b{i}" for i in range(5)]
+    for i, x in enumerate(b):  # clique b arrives node by node, hanging off a0 by one weak edge
+        changed = graph.link(x, "a0", weight=0.05) if i == 0 else set()
+        for y in b[:i]:
+            changed |= graph.link(x, y)
+        communities.update(graph, changed | {x})
+    assert communities.stats["leiden_runs"] == 1 and communities.stats["local_reruns"] >= 1
+    assert len({communities.of(x) for x in a}) == 1 and len({communities.of(x) for x in b}) == 1
+    assert communities.of("a1") != communities.of("b1") and communities.of("z0") == untouched

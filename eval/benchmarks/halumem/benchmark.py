@@ -20,12 +20,14 @@ metrics, as in the paper. Rows are appended as they are produced, so a killed ru
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from core.api import AddReport, Inspectable, MemorySystem, StoredItem, Turn
+from eval.benchmarks.halumem.clarify import CLARIFY_TABLES, clarify_metrics, clarify_session
 from eval.benchmarks.halumem.data import HUB_REPO, HaluMemUser, Session, halumem_time_to_iso, load_halumem_hub, load_halumem_jsonl
 from eval.benchmarks.halumem.judge import HaluMemJudge, Verdict
 from eval.benchmarks.halumem.metrics import by_memory_type, by_question_type, extraction_metrics, label_metrics
@@ -62,11 +64,16 @@ class HaluMemBenchmark:
     judge_attempts: int = 2
     bootstrap_samples: int = 1000
     seed: int = 0
+    clarify: str = "off"  # off | oracle: answer clarification targets from gold points (halumem/clarify.py)
+    clarify_budget: int = 3
+    clarify_match_threshold: float = 0.5
     _users: list[HaluMemUser] | None = field(default=None, repr=False)
 
     @property
     def variant_label(self) -> str:
         """The variant named in tables: as configured, else guessed from the file name."""
+        if self.clarify != "off":  # an oracle study is never a Table 2 column of the plain variant
+            return f"{dataclasses.replace(self, clarify='off').variant_label}+{self.clarify}-clarify"
         if self.variant:
             return self.variant
         stem = Path(self.path).stem.lower() if self.path else "medium"
@@ -95,7 +102,10 @@ class HaluMemBenchmark:
         users = self.load()
         judge = HaluMemJudge(ctx.judge_llm, max_tokens=self.judge_max_tokens, attempts=self.judge_attempts)
         mode = self._extraction_mode(system)
-        rows = {name: ctx.rows(f"halumem_{name}") for name in ("sessions", "integrity", "accuracy", "updates", "qa", "users")}
+        if self.clarify not in ("off", "oracle"):
+            raise ValueError(f"benchmark.clarify must be off or oracle, got {self.clarify!r}")
+        tables = ("sessions", "integrity", "accuracy", "updates", "qa", "users") + (CLARIFY_TABLES if self.clarify != "off" else ())
+        rows = {name: ctx.rows(f"halumem_{name}") for name in tables}
 
         def one_user(user: HaluMemUser) -> None:
             self._run_user(user, system, ctx, judge, mode, rows)
@@ -152,6 +162,9 @@ class HaluMemBenchmark:
             )
             if session.is_generated_qa_session:
                 continue
+            if self.clarify != "off":
+                stored = clarify_session(self, user, s_idx, session, system, namespace, judge, mode, rows, stored)
+                held = _snapshot_stored(system, namespace) if mode == "inspect" else held
             if mode != "none":
                 self._judge_extraction(user, s_idx, session, [item.text for item in stored], judge, rows)
             self._judge_updates(user, s_idx, session, system, namespace, judge, rows)
@@ -287,6 +300,7 @@ class HaluMemBenchmark:
                 "conflicts": {k: sum(r[f"n_{k}"] for r in sessions) for k in ("updated", "rejected", "flagged")},
             },
             "bootstrap": {"samples": n_boot, "seed": seed, "confidence": 0.95, "unit": "item"},
+            **({"clarify": clarify_metrics(self, rows, extraction_mode)} if self.clarify != "off" else {}),
         }
 
     make_table = staticmethod(make_table)  # Table 2 (eval.benchmarks.halumem.table); scripts/make_tables.py calls it
