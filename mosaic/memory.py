@@ -473,8 +473,8 @@ class MosaicMemory:
     def mechanism_counts(self) -> dict[str, Any]:
         """What each MOSAIC mechanism did, over every namespace loaded in this process.
 
-        ``entities``: what memory holds now (read from the graph, queue and audit list, so it survives
-        a resumed run); the other counters are this process's (a resumed ingest counts only its own part).
+        ``entities``: what memory holds now (graph, gate queue, rejected list); every counter covers the
+        namespaces this process loaded, and the write-path ones count this process's writes.
         ``conflict_events``: save-time verdicts applied (update supersedes the held entity).
         ``retrieval``: entities scanned per query, and how the dual path decided: ``lsh_confident_hits``
         (LSH votes were trusted) vs ``llm_routing_fallbacks`` (the LLM picked communities) and the
