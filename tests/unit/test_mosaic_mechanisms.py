@@ -129,3 +129,20 @@ def test_provenance_stays_within_the_answerers_budget(tmp_path):
     lines = answerer.memory_lines(hits)
     assert sum(answerer.approx_tokens(line) for line in lines) <= 15 or len(lines) == 1
     assert len(lines) < len(hits)
+
+
+def test_whole_conversation_experiments_compose_for_each_row():
+    from eval.runner import validate
+    from tests.hydra_config import compose_config
+
+    rows = {("locomo_conv26", "system=mosaic"): ("mosaic", "none", False),
+            ("locomo_conv26", "system=rag"): ("rag", "none", None),
+            ("locomo_conv26", "ablation=with_source_turns"): ("mosaic", "with_source_turns", True),
+            ("locomo_conv49", "ablation=with_source_turns"): ("mosaic", "with_source_turns", True)}
+    for (experiment, override), (system, ablation, provenance) in rows.items():
+        cfg = compose_config([f"experiment={experiment}", override])
+        validate(cfg)
+        assert (cfg.system.name, cfg.ablation_name) == (system, ablation)
+        assert cfg.system.get("retrieval", {}).get("with_source_turns") == provenance
+        assert list(cfg.benchmark.conversations) == [experiment.replace("locomo_conv", "conv-")]
+        assert cfg.benchmark.max_sessions is None and list(cfg.benchmark.exclude_categories) == [5]
