@@ -21,6 +21,7 @@ import dataclasses
 import functools
 import logging
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Literal
@@ -55,6 +56,8 @@ class _Namespace:
     cost_log: list[dict[str, Any]] = field(default_factory=list)
     last_turn: Turn | None = None
     retriever_dirty: bool = True
+    # every ingested turn's text by turn id (provenance retrieval shows the turns an entity came from)
+    turns: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 def _check_block(block: str, make: Callable[..., Any]) -> None:
@@ -191,6 +194,7 @@ class MosaicMemory:
         previous = space.last_turn if space.last_turn is not None and space.last_turn.session_time == session_time else None
         extraction = self.extractor.extract(turn, session_time, previous=previous)
         space.last_turn = dataclasses.replace(turn, session_time=session_time)
+        space.turns[turn.turn_id] = {"speaker": turn.speaker, "text": turn.text, "session_time": session_time}
         report.failures += extraction.failures
         self.stats["turns"] += 1
         self.stats["entities_extracted"] += len(extraction.entities)
@@ -324,10 +328,29 @@ class MosaicMemory:
         ranked.sort(key=lambda pair: -pair[0])
         top = ranked[:k]
         space.scorer.set_previous_query_entities([e.entity_id for _, e in top])
-        return [
-            Retrieved(text=self._render(e), score=s, timestamp=e.session_time, source_turn_ids=list(e.source_turn_ids), memory_id=e.entity_id)
-            for s, e in top
-        ]
+        shown: set[str] = set()  # provenance: each source turn's text once, with the best-ranked entity citing it
+        out = []
+        for score, e in top:
+            text = self._render(e)
+            if space.retriever.with_source_turns:
+                text += self._source_turns(space, e, shown)
+            out.append(Retrieved(text=text, score=score, timestamp=e.session_time, source_turn_ids=list(e.source_turn_ids), memory_id=e.entity_id))
+        return out
+
+    @staticmethod
+    def _source_turns(space: _Namespace, entity: Entity, shown: set[str]) -> str:
+        """The texts of ``entity``'s source turns not yet shown with a better-ranked entity (then marked shown).
+
+        Only retrieved (active or flagged) entities cite turns, so a superseded fact never brings its
+        own turn in; the answerer's shared budget still applies to the longer items."""
+        quotes = []
+        for turn_id in entity.source_turn_ids:
+            turn = space.turns.get(turn_id)
+            if turn is None or turn_id in shown:
+                continue
+            shown.add(turn_id)
+            quotes.append(f'{turn["speaker"]}: "{turn["text"].strip()}"')
+        return f" [said: {' | '.join(quotes)}]" if quotes else ""
 
     @staticmethod
     def _render(entity: Entity) -> str:
@@ -422,6 +445,7 @@ class MosaicMemory:
             "rejected": copy.deepcopy(space.rejected),
             "cost_log": copy.deepcopy(space.cost_log),
             "last_turn": None if last is None else {"turn_id": last.turn_id, "speaker": last.speaker, "text": last.text, "session_time": last.session_time},
+            "turns": copy.deepcopy(space.turns),
         }
 
     def _load_state(self, space: _Namespace, state: dict[str, Any]) -> None:
@@ -431,6 +455,7 @@ class MosaicMemory:
         space.cost_log = copy.deepcopy(state.get("cost_log", []))
         last = state.get("last_turn")
         space.last_turn = Turn(**last) if last else None
+        space.turns = copy.deepcopy(state.get("turns", {}))  # absent in memories written before provenance retrieval
         space.communities = _built("communities", self.make_communities)
         space.scorer = _built("scoring", self.make_scoring)
         everything = {e.entity_id for e in space.graph.entities()}
@@ -485,7 +510,67 @@ class MosaicMemory:
             stats = [st for st in stats if isinstance(st, dict)]
             if stats:
                 out[label] = _sum_stats(stats)
+        out["mechanisms"] = self.mechanism_counts()
         return out
+
+    def mechanism_counts(self) -> dict[str, Any]:
+        """What each MOSAIC mechanism did, over every namespace loaded in this process.
+
+        ``entities``: what memory holds now (graph, gate queue, rejected list); every counter covers the
+        namespaces this process loaded, and the write-path ones count this process's writes.
+        ``conflict_events``: save-time verdicts applied (update supersedes the held entity).
+        ``retrieval``: entities scanned per query, and how the dual path decided: ``lsh_confident_hits``
+        (LSH votes were trusted) vs ``llm_routing_fallbacks`` (the LLM picked communities) and the
+        other fallbacks. ``ncs``: full PageRank refreshes (the first write of a namespace is one) and the
+        score drift measured at each periodic refresh. ``leiden_reruns``: full community detections.
+        """
+        spaces = list(self._spaces.values())
+        statuses: Counter[str] = Counter(e.status for s in spaces for e in s.graph.entities(include_inactive=True))
+        scans: Counter[int] = Counter()
+        for s in spaces:
+            scans.update(s.retriever.scan_histogram)
+        retrieval = _sum_stats([dict(s.retriever.stats) for s in spaces]) if spaces else {}
+        drifts = [d for s in spaces for d in s.scorer.stats.get("drift", [])]
+        return {
+            "entities": {
+                "active": statuses["active"], "flagged": statuses["flagged"], "superseded": statuses["superseded"],
+                "queued": sum(len(s.queue) for s in spaces), "rejected": sum(len(s.rejected) for s in spaces),
+                "turns_kept": sum(len(s.turns) for s in spaces),
+            },
+            "conflict_events": {"update": self.stats["updated"], "reject": self.stats["rejected"], "flag": self.stats["flagged"]},
+            "retrieval": {
+                "mode": spaces[0].retriever.mode if spaces else None,
+                "queries": int(retrieval.get("queries", 0)),
+                "candidates_scanned": _histogram_summary(scans),
+                "lsh_confident_hits": int(retrieval.get("lsh_hits", 0)),
+                "llm_routing_fallbacks": int(retrieval.get("llm_fallbacks", 0)),
+                "llm_route_failures": int(retrieval.get("llm_route_failures", 0)),
+                "other_fallbacks": {key: int(retrieval.get(key, 0)) for key in ("multiprobe_fallbacks", "centroid_fallbacks", "exact_fallbacks")},
+            },
+            "ncs": {
+                "writes": sum(int(s.scorer.stats.get("writes", 0)) for s in spaces),
+                "full_refreshes": sum(int(s.scorer.stats.get("full_refreshes", 0)) for s in spaces),
+                "drift_measurements": len(drifts),
+                "max_abs_score_drift": max((d["max_abs_score_drift"] for d in drifts), default=None),
+                "min_top10_agreement": min((d["top10_agreement"] for d in drifts), default=None),
+            },
+            "leiden_reruns": sum(int(s.communities.stats.get("leiden_runs", 0)) for s in spaces),
+        }
+
+
+def _histogram_summary(histogram: Counter[int]) -> dict[str, Any]:
+    """Mean, 95th percentile and max of values given as value -> count (None when empty)."""
+    n = sum(histogram.values())
+    if not n:
+        return {"queries": 0, "mean": None, "p95": None, "max": None}
+    values = sorted(histogram)
+    cumulative, p95 = 0, values[-1]
+    for value in values:
+        cumulative += histogram[value]
+        if cumulative >= 0.95 * n:
+            p95 = value
+            break
+    return {"queries": n, "mean": sum(v * c for v, c in histogram.items()) / n, "p95": p95, "max": values[-1]}
 
 
 def _sum_stats(rows: list[dict[str, Any]]) -> dict[str, Any]:

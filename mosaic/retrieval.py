@@ -21,6 +21,7 @@ nothing similar enough the search runs over everything. Every fallback is counte
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from typing import Any, Callable, Protocol
 
 import faiss
@@ -171,6 +172,7 @@ class Retriever:
         route_max_tokens: int = 64,
         auto_bits_member_cosine: float = 0.57,
         auto_bits_per_bucket: float = 4.0,
+        with_source_turns: bool = False,
     ) -> None:
         if mode not in MODES:
             raise ValueError(f"retrieval.mode must be one of {MODES}, got {mode!r}")
@@ -196,6 +198,11 @@ class Retriever:
         self.route_describe = route_describe
         self.route_max_tokens = route_max_tokens
         self.auto_bits_member_cosine, self.auto_bits_per_bucket = auto_bits_member_cosine, auto_bits_per_bucket
+        # provenance retrieval: not used by the vector search itself; the memory's search reads it to
+        # attach each hit's source turn texts (off: entities only, the paper's behaviour)
+        self.with_source_turns = bool(with_source_turns)
+        # entities scanned per query -> number of queries: bounded memory, exact mean and percentiles
+        self.scan_histogram: Counter[int] = Counter()
         self.ids: list[str] = []
         self._vectors = np.zeros((0, 0), np.float32)
         self._index: Any = None
@@ -298,9 +305,14 @@ class Retriever:
             return []
         query = _normalise(np.asarray(query_vector, dtype=np.float32).reshape(-1))
         if self.mode in ("exact", "hnsw"):
+            if self.mode == "exact":
+                self.scan_histogram[len(self.ids)] += 1  # a flat index scores every entity
             scores, positions = self._index.search(query[None, :], min(k, len(self.ids)))
             return [(self.ids[p], float(s)) for s, p in zip(scores[0], positions[0]) if p >= 0]
-        return self._dual(query, query_text, k)
+        scanned_before = self.stats["candidates_scanned"]
+        results = self._dual(query, query_text, k)
+        self.scan_histogram[self.stats["candidates_scanned"] - scanned_before] += 1
+        return results
 
     def _dual(self, query: np.ndarray, query_text: str, k: int) -> list[tuple[str, float]]:
         assert self._router is not None

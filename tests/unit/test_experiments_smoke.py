@@ -65,13 +65,14 @@ def _slice(name: str, tmp_path: Path) -> list[str]:
         "halumem": [f"halumem.path={HALUMEM_TINY}", "benchmark.limit_users=1", "benchmark.limit_sessions=2"],
         "conflict": [f"conflict.suite={DEV_SUITE}", "benchmark.cases_per_group=1"],
     }  # fmt: skip
+    slices["locomo_conv26"] = slices["locomo_conv49"] = slices["locomo"]  # whole-conversation runs: same tiny data
     assert name in slices, f"experiment {name!r} has no smoke slice: add one here"
     return slices[name]
 
 
 # items each slice scores: LoCoMo questions, conflict cases (one per type + one compatible probe),
 # HaluMem questions in the first two sessions of the fixture's first user
-EXPECTED_ITEMS = {"locomo": 4, "conflict": 4, "halumem": 6}
+EXPECTED_ITEMS = {"locomo": 4, "locomo_conv26": 4, "locomo_conv49": 4, "conflict": 4, "halumem": 6}
 
 
 def _on_fakes(cfg: DictConfig, tmp_path: Path) -> DictConfig:

@@ -1,0 +1,148 @@
+"""MOSAIC at conversation scale, with a scripted LLM: the mechanism counts in ``metrics()`` and
+provenance retrieval (``retrieval.with_source_turns``): turn texts kept, persisted, quoted once."""
+
+from __future__ import annotations
+
+from functools import partial
+
+import numpy as np
+
+from core.api import Turn
+from eval.answerer import Answerer
+from mosaic.memory import MosaicMemory
+from mosaic.retrieval import Retriever
+from tests.fakes import FakeLLM
+from tests.unit.test_memory_flow import ScriptedDetector, _add, _memory, responder
+from tests.unit.test_graph import BowEmbedder
+
+
+def test_mechanism_counts_follow_the_write_and_read_paths(tmp_path):
+    mem, _, _ = _memory(tmp_path, verdict="update")
+    _add(mem, "c", "D1:1", "I have two dogs.", when="2023-05-08")
+    _add(mem, "c", "D1:2", "I work as a nurse.", when="2023-05-08")
+    _add(mem, "c", "D2:1", "We have three dogs now.", when="2023-06-01")
+    _add(mem, "c", "D2:2", "Maybe we have four dogs?", when="2023-06-01")  # hedged: the gate queues it
+    mem.search("c", "How many dogs?", 2)
+    mem.search("c", "What is Ana's job?", 2)
+    counts = mem.metrics()["mechanisms"]
+    assert counts["entities"] == {"active": 2, "flagged": 0, "superseded": 1, "queued": 1, "rejected": 0, "turns_kept": 4}
+    assert counts["conflict_events"] == {"update": 1, "reject": 0, "flag": 0}
+    scans = counts["retrieval"]["candidates_scanned"]
+    assert counts["retrieval"]["mode"] == "exact" and counts["retrieval"]["queries"] == 2
+    assert scans == {"queries": 2, "mean": 2.0, "p95": 2, "max": 2}  # a flat index scans every active entity
+    assert counts["ncs"]["writes"] == 3 and counts["ncs"]["full_refreshes"] >= 1 and counts["ncs"]["drift_measurements"] == 0
+    assert counts["leiden_reruns"] >= 1
+
+
+def test_rejected_and_flagged_are_counted(tmp_path):
+    for verdict, held in (("reject", {"active": 2, "flagged": 0, "rejected": 1}), ("flag", {"active": 1, "flagged": 2, "rejected": 0})):
+        mem, _, _ = _memory(tmp_path / verdict, verdict=verdict)
+        _add(mem, "c", "D1:1", "I have two dogs.", when="2023-05-08")
+        _add(mem, "c", "D1:2", "I work as a nurse.", when="2023-05-08")
+        _add(mem, "c", "D2:1", "We have three dogs now.", when="2023-06-01")
+        counts = mem.metrics()["mechanisms"]
+        assert {k: counts["entities"][k] for k in held} == held
+        assert counts["conflict_events"][verdict] == 1
+
+
+def test_dual_path_counts_scans_hits_and_fallbacks():
+    rng = np.random.default_rng(0)
+    centres = rng.normal(size=(4, 32))
+    vectors = np.concatenate([c + 0.05 * rng.normal(size=(50, 32)) for c in centres])
+    labels = np.repeat(np.arange(4), 50)
+    retriever = Retriever(mode="dual", top_k=5, lsh_tables=4, lsh_bits=4, min_candidates=10)
+    retriever.build([f"e{i}" for i in range(200)], vectors, labels)
+    for q in range(20):
+        retriever.search(centres[q % 4] + 0.05 * rng.normal(size=32))
+    assert sum(retriever.scan_histogram.values()) == 20
+    assert sum(v * c for v, c in retriever.scan_histogram.items()) == retriever.stats["candidates_scanned"]
+    assert retriever.stats["lsh_hits"] + retriever.stats["fallbacks"] == 20
+    assert retriever.stats["lsh_hits"] > 0 and max(retriever.scan_histogram) < 200  # confident queries scan one community
+
+
+def test_ncs_drift_measurements_are_reported(tmp_path):
+    mem, _, _ = _memory(tmp_path, verdict=None)
+    for i, text in enumerate(["I have two dogs.", "I work as a nurse.", "We have three dogs now."]):
+        _add(mem, "c", f"D1:{i}", text)
+    assert mem.metrics()["mechanisms"]["ncs"]["drift_measurements"] == 0
+    space = mem._space("c")
+    space.scorer.refresh(space.graph, measure_drift=True)  # what the periodic refresh does every refresh_every writes
+    ncs = mem.metrics()["mechanisms"]["ncs"]
+    assert ncs["drift_measurements"] == 1 and ncs["max_abs_score_drift"] >= 0.0 and 0.0 <= ncs["min_top10_agreement"] <= 1.0
+
+
+def _provenance_memory(tmp_path, on: bool) -> MosaicMemory:
+    return MosaicMemory(llm=FakeLLM(responder), embedder=BowEmbedder(), workdir=tmp_path,
+                        retrieval=partial(Retriever, mode="exact", top_k=5, with_source_turns=on),
+                        conflict=lambda llm: ScriptedDetector(llm, "update"))
+
+
+def test_provenance_quotes_each_source_turn_once_and_never_a_superseded_fact(tmp_path):
+    mem = _provenance_memory(tmp_path, on=True)
+    _add(mem, "c", "D1:1", "I have two dogs.", when="2023-05-08")
+    _add(mem, "c", "D1:2", "I work as a nurse.", when="2023-05-08")
+    _add(mem, "c", "D2:1", "We have three dogs now.", when="2023-06-01")  # supersedes "2 dogs"
+    hits = mem.search("c", "How many dogs does Ana have?", 5)
+    texts = " ".join(h.text for h in hits)
+    assert 'Ana: "We have three dogs now."' in texts and 'Ana: "I work as a nurse."' in texts
+    assert "two dogs" not in texts and "Ana has 2 dogs" not in texts  # the superseded entity and its turn stay out
+    assert texts.count("We have three dogs now.") == 1
+
+
+def test_provenance_dedups_a_turn_shared_by_two_entities(tmp_path):
+    mem = _provenance_memory(tmp_path, on=True)
+    _add(mem, "c", "D1:1", "I work as a nurse.")
+    space = mem._space("c")
+    second = next(iter(space.graph.entities()))
+    hits = [second, second]  # the same source turn cited twice in one answer
+    shown: set[str] = set()
+    quoted = [MosaicMemory._source_turns(space, e, shown) for e in hits]
+    assert quoted[0].count("I work as a nurse.") == 1 and quoted[1] == ""
+
+
+def test_provenance_is_off_by_default_and_turns_persist(tmp_path):
+    off = _provenance_memory(tmp_path / "off", on=False)
+    _add(off, "c", "D1:1", "I work as a nurse.")
+    assert [h.text for h in off.search("c", "job?", 3)] == ["Ana works as a nurse"]
+    on = _provenance_memory(tmp_path / "on", on=True)
+    _add(on, "c", "D1:1", "I work as a nurse.")
+    reloaded = _provenance_memory(tmp_path / "on", on=True)  # a new process reads the store back
+    assert reloaded.snapshot("c")["turns"]["D1:1"]["text"] == "I work as a nurse."
+    assert 'Ana: "I work as a nurse."' in reloaded.search("c", "job?", 3)[0].text
+
+
+def test_a_store_written_before_provenance_loads_without_turns(tmp_path):
+    mem = _provenance_memory(tmp_path, on=True)
+    _add(mem, "c", "D1:1", "I work as a nurse.")
+    state = mem.snapshot("c")
+    del state["turns"]
+    mem.restore("c", state)
+    assert mem.search("c", "job?", 3)[0].text == "Ana works as a nurse"  # no turn text known: entity only
+
+
+def test_provenance_stays_within_the_answerers_budget(tmp_path):
+    mem = _provenance_memory(tmp_path, on=True)
+    _add(mem, "c", "D1:1", "I work as a nurse.")
+    _add(mem, "c", "D1:2", "I have two dogs.")
+    hits = mem.search("c", "job?", 5)
+    answerer = Answerer(FakeLLM(responder), max_context_tokens=15)
+    lines = answerer.memory_lines(hits)
+    assert sum(answerer.approx_tokens(line) for line in lines) <= 15 or len(lines) == 1
+    assert len(lines) < len(hits)
+
+
+def test_whole_conversation_experiments_compose_for_each_row():
+    from eval.runner import validate
+    from tests.hydra_config import compose_config
+
+    rows = {("locomo_conv26", "system=mosaic"): ("mosaic", "none", False),
+            ("locomo_conv26", "system=rag"): ("rag", "none", None),
+            ("locomo_conv26", "ablation=with_source_turns"): ("mosaic", "with_source_turns", True),
+            ("locomo_conv49", "ablation=with_source_turns"): ("mosaic", "with_source_turns", True)}
+    for (experiment, override), (system, ablation, provenance) in rows.items():
+        cfg = compose_config([f"experiment={experiment}", override])
+        validate(cfg)
+        assert (cfg.system.name, cfg.ablation_name) == (system, ablation)
+        assert cfg.system.get("retrieval", {}).get("with_source_turns") == provenance
+        assert list(cfg.benchmark.conversations) == [experiment.replace("locomo_conv", "conv-")]
+        assert cfg.benchmark.max_sessions is None and list(cfg.benchmark.exclude_categories) == [5]
