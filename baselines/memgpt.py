@@ -202,7 +202,8 @@ class MemGPTMemory:
         self.llm = llm
         self.embedder = embedder
         self.workdir = Path(workdir)
-        self.letta_bin = str(REPO / letta_bin) if not os.path.isabs(letta_bin) else letta_bin
+        self.letta_bin = letta_bin  # as configured; a relative path is taken from the repository root
+        self._letta_path = str(REPO / letta_bin) if not os.path.isabs(letta_bin) else letta_bin
         self.ingest_mode = ingest_mode
         self.answer_mode = answer_mode
         self.agent_type = agent_type
@@ -239,8 +240,8 @@ class MemGPTMemory:
         return self._base_url
 
     def start(self) -> None:
-        if not Path(self.letta_bin).exists():
-            raise FileNotFoundError(f"{self.letta_bin} is missing: run scripts/setup_letta.sh (builds .venv-letta with Letta 0.11.7)")
+        if not Path(self._letta_path).exists():
+            raise FileNotFoundError(f"{self._letta_path} is missing: run scripts/setup_letta.sh (builds .venv-letta with Letta 0.11.7)")
         self.tools.start()
         port = free_port()
         self._base_url = f"http://127.0.0.1:{port}"
@@ -249,7 +250,7 @@ class MemGPTMemory:
                "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost"}
         env.pop("LETTA_PG_URI", None)
         self._server = ManagedProcess(
-            "letta server", [self.letta_bin, "server", "--host", "127.0.0.1", "--port", str(port)],
+            "letta server", [self._letta_path, "server", "--host", "127.0.0.1", "--port", str(port)],
             healthy=lambda: httpx.get(f"{self._base_url}/v1/health/", timeout=5, trust_env=False).status_code == 200,
             log_path=self.workdir / "letta_server.log", env=env, cwd=self.home,  # it writes openapi_letta.json to its cwd
             start_timeout_s=self.start_timeout_s)

@@ -31,7 +31,7 @@ NON_DEFAULT: dict[str, object] = {
     "conflict.explain": True, "conflict.max_explain_tokens": 20, "conflict.top_logprobs": 5, "conflict.use_belief": False,
     "scoring.alpha": 0.4, "scoring.beta": 0.4, "scoring.gamma": 0.1, "scoring.damping": 0.9, "scoring.prereq_weight": 0.5,
     "scoring.power_tol": 1e-6, "scoring.max_power_iterations": 50, "scoring.ncs": False, "scoring.refresh_every": 100,
-    "scoring.drift_tolerance": 0.05, "scoring.push_epsilon": 0.001,
+    "scoring.drift_tolerance": 0.05, "scoring.push_epsilon": 0.001, "scoring.refresh_per_node": 0.1, "scoring.max_interval_scale": 4.0,
     "retrieval.mode": "hnsw", "retrieval.top_k": 7, "retrieval.lsh_tables": 12, "retrieval.lsh_bits": 8,
     "retrieval.auto_bits_member_cosine": 0.6, "retrieval.auto_bits_per_bucket": 8.0, "retrieval.confidence_threshold": 0.4,
     "retrieval.vote_ratio": 0.6, "retrieval.max_communities": 3, "retrieval.min_candidates": 10, "retrieval.min_similarity": 0.3,
@@ -39,7 +39,7 @@ NON_DEFAULT: dict[str, object] = {
     "retrieval.hnsw_ef_construction": 40, "retrieval.seed": 7, "retrieval.with_source_turns": True,
     "graph.assoc_threshold": 0.6, "graph.assoc_top_n": 3,
     "communities.resolution": 0.5, "communities.rerun_fraction": 0.1, "communities.rerun_every": 3, "communities.min_nodes_for_rerun": 2,
-    "communities.n_iterations": 3, "communities.seed": 7,
+    "communities.n_iterations": 3, "communities.seed": 7, "communities.local_rerun_fraction": 0.5, "communities.local_min_size": 4,
 }  # fmt: skip
 
 # a key the runner's check refuses raises ConfigKeyError; a value a constructor refuses comes through Hydra's

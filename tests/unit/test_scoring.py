@@ -166,7 +166,8 @@ def test_ncs_handles_removed_nodes():
 
 def _drift_after_growth(push_epsilon: float, refresh_every: int = 5, drift_tolerance: float = 0.01, writes: int = 5) -> NodeScorer:
     graph, _ = random_growth(seed=6, n=80)
-    scorer = NodeScorer(ncs=True, refresh_every=refresh_every, drift_tolerance=drift_tolerance, push_epsilon=push_epsilon)
+    # refresh_per_node=0: the interval is refresh_every (times the drift-adapted scale), whatever |V|
+    scorer = NodeScorer(ncs=True, refresh_every=refresh_every, refresh_per_node=0.0, drift_tolerance=drift_tolerance, push_epsilon=push_epsilon)
     scorer.on_write(graph, None, set(graph.assoc.nodes))
     _, growth = random_growth(seed=7, n=writes, graph=graph)
     for changed in growth:
@@ -318,13 +319,18 @@ def test_read_path_on_memory_graph_matches_a_full_recompute():
 
 
 def test_ncs_halves_its_refresh_interval_when_drift_exceeds_the_tolerance():
+    # right after the first periodic refresh (growth write 4): halved on drift over tolerance, doubled when
+    # drift stayed within half of it
+    drifting = _drift_after_growth(push_epsilon=0.5, refresh_every=4, drift_tolerance=1e-6, writes=4)
+    steady = _drift_after_growth(push_epsilon=0.5, refresh_every=4, drift_tolerance=10.0, writes=4)
+    assert drifting.stats["drift"][0]["max_abs_score_drift"] > 1e-6  # so the tolerance was really exceeded
+    assert drifting.stats["refresh_interval"] == 2 and steady.stats["refresh_interval"] == 8
+    # two writes later the halved interval has refreshed again; the steady one waits for growth write 12
     drifting = _drift_after_growth(push_epsilon=0.5, refresh_every=4, drift_tolerance=1e-6, writes=6)
     steady = _drift_after_growth(push_epsilon=0.5, refresh_every=4, drift_tolerance=10.0, writes=6)
-    assert drifting.stats["drift"][0]["max_abs_score_drift"] > 1e-6  # so the tolerance was really exceeded
-    # halved on drift over tolerance; doubled when drift stays within half of it (the interval also widens)
-    assert drifting.stats["refresh_interval"] == 2 and steady.stats["refresh_interval"] == 8
-    # after the periodic refresh at write 4, the halved interval refreshes again at write 6; the steady one waits for write 12
     assert drifting.stats["full_refreshes"] == 3 and steady.stats["full_refreshes"] == 2
+
+
 def test_local_rerun_splits_only_the_community_that_changed():
     graph = HandGraph()
     a = [f"a{i}" for i in range(5)]
