@@ -59,14 +59,6 @@ class ModelFileError(RuntimeError):
     """The model file could not be produced or failed verification."""
 
 
-def sha256_of(path: Path, chunk: int = 1 << 22) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        while block := handle.read(chunk):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def _part_index(member: str) -> int:
     return int(Path(member).stem.removeprefix("part"))
 

@@ -22,6 +22,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from core.api import HarnessError
+from core.paths import sha256_of
 
 REPO = Path(__file__).resolve().parents[1]
 # Config blocks whose string values may name input files.
@@ -30,14 +31,6 @@ INPUT_BLOCKS = ("benchmark", "system")
 
 class CodeChangedError(HarnessError):
     """A half-finished run would resume under other code than it started with."""
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _strings(node: Any, prefix: str) -> list[tuple[str, str]]:
@@ -69,7 +62,7 @@ def input_files(cfg: DictConfig) -> dict[str, Path]:
 
 def input_hashes(cfg: DictConfig) -> dict[str, str]:
     """Config key -> sha256 of the file it names (the input part of a run's identity)."""
-    return {key: file_sha256(path) for key, path in sorted(input_files(cfg).items())}
+    return {key: sha256_of(path) for key, path in sorted(input_files(cfg).items())}
 
 
 def combined_input_hash(hashes: dict[str, str]) -> str:

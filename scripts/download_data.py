@@ -13,7 +13,6 @@ are left alone.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import os
 import shutil
 import sys
@@ -21,6 +20,8 @@ import tempfile
 import urllib.error
 import urllib.request
 from pathlib import Path
+
+from core.paths import sha256_of
 
 URL = "https://raw.githubusercontent.com/snap-research/locomo/main/data/locomo10.json"
 SHA256 = "79fa87e90f04081343b8c8debecb80a9a6842b76a7aa537dc9fdf651ea698ff4"
@@ -47,14 +48,6 @@ AUDIT_FILES: dict[str, tuple[str, str]] = {
 
 class DownloadError(RuntimeError):
     pass
-
-
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _fetch(url: str, dest: Path, timeout_s: float) -> None:

@@ -23,7 +23,8 @@ from typing import Any
 import pandas as pd
 from tqdm import tqdm
 
-from eval.benchmarks.locomo_audit import GOLD_MODES, file_sha256, load_errata, score_changing_positions
+from core.paths import sha256_of
+from eval.benchmarks.locomo_audit import GOLD_MODES, load_errata, score_changing_positions
 from eval.context import JsonlRows, RunContext
 from eval.judge import JudgePrompt, LLMJudge
 from eval.judge_calibration import load_calibration, summary_cell
@@ -507,7 +508,7 @@ class LoCoMoBenchmark:
             **metrics,
             "gold": self.gold,
             "gold_slices": slices,
-            "audit_errata_sha256": file_sha256(self.audit_errata) if excluded is not None else None,
+            "audit_errata_sha256": sha256_of(self.audit_errata) if excluded is not None else None,
             "judge_prompt": self._judge_prompt(ctx).name,
             "judge_failures": metrics["overall"]["judge_failures"],
             "ingest": ingest_summary(ingested),

@@ -9,7 +9,6 @@ on (conversation position in locomo10.json, index in its ``qa`` list), never on 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from dataclasses import dataclass
@@ -60,7 +59,3 @@ def load_errata(path: str | Path) -> list[Erratum]:
 def score_changing_positions(errata: list[Erratum]) -> frozenset[tuple[int, int]]:
     """(conversation position, qa index) of every erratum whose gold answer is wrong."""
     return frozenset((e.conversation, e.qa_index) for e in errata if e.changes_score)
-
-
-def file_sha256(path: str | Path) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()

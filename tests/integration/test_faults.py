@@ -16,26 +16,24 @@ import time
 from pathlib import Path
 
 import pytest
-from hydra import compose, initialize_config_dir
-from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
-from omegaconf import OmegaConf, open_dict
+from omegaconf import open_dict
 
 from core.api import HarnessError
 from core.llm import LLMError, OpenAICompatClient, ResponseCache
 from core.llm.cache import CacheError
-from eval import provenance
+from core.paths import sha256_of
 from eval.provenance import CodeChangedError
 from eval.rows import JsonlRows
 from eval.run_lock import RunLockedError
 from eval.runner import ConfigError, config_hash, run, run_dir_for
+from tests.hydra_config import compose_config
 from tests.fake_openai_server import MODEL_ID, FakeOpenAIServer
 from tests.script_loader import load_script
 
 pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
-CONF = REPO / "conf"
 LOCOMO = REPO / "data" / "locomo10.json"
 
 
@@ -74,15 +72,11 @@ def overrides_for(url: str, data: Path, tmp: Path, embed_cache: Path, *extra: st
 
 
 def compose_cfg(overrides: list[str]):
-    GlobalHydra.instance().clear()
-    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        cfg = compose("config", overrides=overrides, return_hydra_config=True)
-    HydraConfig.instance().set_config(cfg)
-    OmegaConf.set_readonly(cfg.hydra, False)
+    """The config as run.py sees it: the hydra node is resolved through HydraConfig, not the cfg."""
+    cfg = compose_config(overrides)
     with open_dict(cfg):
-        cfg.hydra.runtime.cwd = str(REPO)
         HydraConfig.instance().set_config(cfg)
-        del cfg["hydra"]  # as run.py sees it: the hydra node is resolved through HydraConfig, not the cfg
+        del cfg["hydra"]
     return cfg
 
 
@@ -109,7 +103,7 @@ def test_1_changed_input_file_never_returns_old_results(server, tiny_locomo, tmp
     overrides = overrides_for(server.url, data, tmp_path, embed_cache)
     first = run_with(overrides)
     first_dir = Path(first["metadata"]["config_hash"])
-    sha = provenance.file_sha256(data)
+    sha = sha256_of(data)
     assert first["metadata"]["input_files"] == {"benchmark.path": sha}
     folder = run_dir_for(compose_cfg(overrides))
     assert all(r["input_hash"] == first["metadata"]["input_hash"] for r in rows(folder / "predictions.jsonl"))
