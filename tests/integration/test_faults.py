@@ -104,7 +104,12 @@ def test_1_changed_input_file_never_returns_old_results(server, tiny_locomo, tmp
     first = run_with(overrides)
     first_dir = Path(first["metadata"]["config_hash"])
     sha = sha256_of(data)
-    assert first["metadata"]["input_files"] == {"benchmark.path": sha}
+    inputs = first["metadata"]["input_files"]
+    assert inputs["benchmark.path"] == sha
+    # every other input the config names is hashed too (LoCoMo's audit errata file, once downloaded)
+    assert set(inputs) <= {"benchmark.path", "benchmark.audit_errata"}
+    if "benchmark.audit_errata" in inputs:
+        assert inputs["benchmark.audit_errata"] == sha256_of(REPO / "data" / "locomo-audit" / "errors.json")
     folder = run_dir_for(compose_cfg(overrides))
     assert all(r["input_hash"] == first["metadata"]["input_hash"] for r in rows(folder / "predictions.jsonl"))
 
