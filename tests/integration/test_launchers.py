@@ -25,17 +25,21 @@ pytestmark = [
 
 
 def test_two_job_sweep_through_submitit_local(tmp_path):
+    # Started from its own folder with the default results_dir, as a user starts a sweep: a default
+    # that only resolves inside a job (hydra.sweep.dir is resolved before any job) fails here.
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "locomo10.json").symlink_to(REPO / "data" / "locomo10.json")
     with LatencyServer(LatencyModel(fixed_s=0.005, per_token_s=0.0)) as server:
         cmd = [
-            sys.executable, "run.py", "-m", "hydra/launcher=submitit_local", "hydra.launcher.timeout_min=10",
+            sys.executable, str(REPO / "run.py"), "-m", "hydra/launcher=submitit_local", "hydra.launcher.timeout_min=10",
             "experiment=locomo", "system=full_context", "benchmark.max_questions=1,2", "logger=none",
             "llm=openai_compat", f"llm.base_url={server.base_url}", "llm.model=latency-model", "llm.api_key_env=null",
-            f"results_dir={tmp_path}", f"cache_dir={tmp_path}/cache",
+            f"cache_dir={tmp_path}/cache",
         ]  # fmt: skip
-        done = subprocess.run(cmd, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True, timeout=900)
+        done = subprocess.run(cmd, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
-    metrics = [json.loads(p.read_text()) for p in tmp_path.glob("runs/locomo/full_context/none/*/metrics.json")]
+    metrics = [json.loads(p.read_text()) for p in tmp_path.glob("results/runs/locomo/full_context/none/*/metrics.json")]
     assert sorted(m["overall"]["n"] for m in metrics) == [1, 2]  # two jobs, two configurations
     assert sorted(m["metadata"]["llm_usage"]["calls"] for m in metrics) == [2, 4]  # answer + judge per question
-    job_logs = list(tmp_path.glob("hydra/multirun/*/*/.submitit/*/*_log.out"))
+    job_logs = list(tmp_path.glob("results/hydra/multirun/*/*/.submitit/*/*_log.out"))
     assert len(job_logs) == 2, "each job ran as a submitit job (its own folder and log)"
