@@ -193,7 +193,9 @@ class ConflictDetector:
     ``duplicate_similarity`` (cosine at which the nearest held fact counts as a restatement: no LLM call),
     ``numeric_tolerance`` (relative difference under which two numbers of one unit family agree),
     ``enabled`` (false: the memory runs without save-time checks), ``use_belief`` (also resolve held
-    values of a slot that the gate's committed belief abandoned).
+    values of a slot that the gate's committed belief abandoned), ``judge_min_similarity`` (null: off,
+    the paper's behaviour; a cosine: the LLM is asked only when the nearest candidate reaches it, a
+    write-cost switch).
     """
 
     def __init__(
@@ -215,6 +217,7 @@ class ConflictDetector:
         duplicate_similarity: float = 0.95,
         numeric_tolerance: float = 0.02,
         use_belief: bool = True,
+        judge_min_similarity: float | None = None,
     ) -> None:
         self.llm = llm
         self.enabled = bool(enabled)
@@ -239,9 +242,13 @@ class ConflictDetector:
         self.duplicate_similarity = float(duplicate_similarity)
         self.numeric_tolerance = float(numeric_tolerance)
         self.use_belief = bool(use_belief)
+        self.judge_min_similarity = None if judge_min_similarity is None else float(judge_min_similarity)
+        if self.judge_min_similarity is not None and self.judge_min_similarity < self.min_similarity:
+            raise ValueError(f"conflict.judge_min_similarity={judge_min_similarity} is below conflict.min_similarity="
+                             f"{min_similarity}: it would never skip a call (null switches it off)")
         self.last_trace: dict[str, Any] = {}  # what the last check saw and scored (for miss analysis)
         self.stats: dict[str, int] = {"checks": 0, "no_candidates": 0, "numeric_hits": 0, "llm_calls": 0, "llm_hits": 0,
-                                      "update": 0, "reject": 0, "flag": 0}  # fmt: skip
+                                      "skipped_far": 0, "update": 0, "reject": 0, "flag": 0}  # fmt: skip
 
     # -- candidates ------------------------------------------------------------------
     def _new_vector(self, new: Entity, graph: CandidateGraph) -> np.ndarray:
@@ -346,6 +353,7 @@ class ConflictDetector:
         self.stats["checks"] += 1
         self.stats["llm_calls"] += int(self.last_trace.get("llm_calls", 0))
         self.stats["no_candidates"] += int(not self.last_trace.get("candidates"))
+        self.stats["skipped_far"] += int(self.last_trace.get("decided_by") == "far")
         for d in decisions:
             self.stats[d.verdict] += 1
             self.stats["numeric_hits" if self.last_trace.get("decided_by") == "numeric" else "llm_hits"] += 1
@@ -370,6 +378,11 @@ class ConflictDetector:
             self.last_trace["decided_by"] = "duplicate"
             return []
         if not self.use_llm:
+            return []
+        if self.judge_min_similarity is not None and top_similarity < self.judge_min_similarity:
+            # write-cost switch (issue 19): no held fact is close enough to be about the same thing,
+            # so the LLM judgement is skipped; the numeric rule above has already had its say
+            self.last_trace["decided_by"] = "far"
             return []
         facts = [e for e, _ in cands[: self.n_facts]]
         score, pick, messages, answer = self._ask(new, facts)

@@ -538,6 +538,7 @@ class MosaicMemory:
                 "turns_kept": sum(len(s.turns) for s in spaces),
             },
             "conflict_events": {"update": self.stats["updated"], "reject": self.stats["rejected"], "flag": self.stats["flagged"]},
+            "conflict_checks": _sum_stats([{k: v for k, v in s.detector.stats.items() if k in CHECK_COUNTERS} for s in spaces if s.detector]),
             "retrieval": {
                 "mode": spaces[0].retriever.mode if spaces else None,
                 "queries": int(retrieval.get("queries", 0)),
@@ -556,6 +557,11 @@ class MosaicMemory:
             },
             "leiden_reruns": sum(int(s.communities.stats.get("leiden_runs", 0)) for s in spaces),
         }
+
+
+# The save-time check's own counters that say what it cost: checks run, LLM judgements made, and the
+# checks decided without the LLM (no candidate, numeric rule, the judge radius).
+CHECK_COUNTERS = ("checks", "no_candidates", "numeric_hits", "llm_calls", "llm_hits", "skipped_far")
 
 
 def _histogram_summary(histogram: Counter[int]) -> dict[str, Any]:

@@ -208,3 +208,27 @@ def test_a_restatement_of_a_held_fact_is_not_judged_by_the_llm():
     assert detector.last_trace["decided_by"] == "duplicate"
     changed = Entity("n2", "Every rider carries 3 litres of water on summer rides.", "persona", session_time="2024-02-01")
     assert [d.conflict_type for d in detector.check(changed, _graph(RULES))] == ["numeric"]  # numbers still win
+
+
+def test_judge_radius_skips_only_far_candidates():
+    """judge_min_similarity (a write-cost switch): the LLM is asked when the nearest held fact reaches the
+    radius, skipped (and counted) when it does not; off (null) every check with candidates is judged."""
+    graph = _graph(["Mara waters the greenhouse tomatoes every morning before work."])
+    near = Entity("n1", "Mara waters the greenhouse tomatoes every evening after work.", "persona")
+    far = Entity("n2", "Mara bought a blue kayak for the lake trip.", "persona")
+    sims = {e.entity_id: ConflictDetector(FakeLLM(lambda m, s: "x"), min_similarity=0.0).candidates(e, graph)[0][1] for e in (near, far)}
+    radius = (sims["n1"] + sims["n2"]) / 2
+    assert sims["n2"] < radius < sims["n1"] < 0.95  # the near one is no restatement either
+
+    for judge_min_similarity, expected_calls, expected_skips in ((None, 2, 0), (radius, 1, 1)):
+        llm = LogprobLLM({"false": 0.9, "unknown": 0.05, "true": 0.05})
+        detector = ConflictDetector(llm, min_similarity=0.0, judge_min_similarity=judge_min_similarity)
+        assert len(detector.check(near, graph)) == 1  # judged, and the scripted LLM calls it false
+        assert detector.check(far, graph) == [] or judge_min_similarity is None
+        assert len(llm.requests) == expected_calls and detector.stats["skipped_far"] == expected_skips
+        assert detector.stats["llm_calls"] == expected_calls
+
+
+def test_judge_radius_below_candidate_floor_is_refused():
+    with pytest.raises(ValueError, match="judge_min_similarity"):
+        ConflictDetector(FakeLLM(lambda m, s: "x"), min_similarity=0.3, judge_min_similarity=0.2)

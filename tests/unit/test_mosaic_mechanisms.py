@@ -146,3 +146,19 @@ def test_whole_conversation_experiments_compose_for_each_row():
         assert cfg.system.get("retrieval", {}).get("with_source_turns") == provenance
         assert list(cfg.benchmark.conversations) == [experiment.replace("locomo_conv", "conv-")]
         assert cfg.benchmark.max_sessions is None and list(cfg.benchmark.exclude_categories) == [5]
+
+
+def test_conflict_check_costs_are_counted(tmp_path):
+    """``conflict_checks`` sums the real detector's counters over namespaces: checks run and how they ended."""
+    from mosaic.conflict import ConflictDetector
+
+    mem = MosaicMemory(llm=FakeLLM(responder), embedder=BowEmbedder(), workdir=tmp_path,
+                       retrieval=partial(Retriever, mode="exact", top_k=5),
+                       conflict=lambda llm: ConflictDetector(llm, use_llm=False))  # fmt: skip
+    for space in ("a", "b"):
+        _add(mem, space, "D1:1", "I have two dogs.", when="2023-05-08")
+        _add(mem, space, "D1:2", "I work as a nurse.", when="2023-05-08")
+    checks = mem.metrics()["mechanisms"]["conflict_checks"]
+    detectors = [s.detector for s in mem._spaces.values()]
+    assert len(detectors) == 2 and checks["checks"] == sum(d.stats["checks"] for d in detectors) >= 4
+    assert checks["llm_calls"] == 0 and checks["no_candidates"] >= 2  # each namespace's first fact has nothing to check against
