@@ -11,7 +11,10 @@ log and the entity vectors) and makes no LLM call. It reports:
 - **judge radius bound**: for each radius r, the share of entities whose nearest earlier entity has
   cosine < r, i.e. the conflict judgements ``system.conflict.judge_min_similarity=r`` could skip.
   The replay takes every earlier entity as held (superseded and flagged ones included), so the
-  nearest cosine is an upper bound and the skipped share a lower bound of what a run would skip.
+  nearest cosine is an upper bound and the skipped share a lower bound of what a run would skip;
+- **same-slot share**: entities with an earlier entity of the same subject and attribute
+  (``mosaic.values.same_slot``): what judging only like-with-like pairs would still send to the LLM
+  (logical clashes across slots would then go unjudged).
 
 Both are bounds from a replay, not measurements: a run with the switch set is the measurement.
 Writes JSON to --out (default results/bench/write_cost_replay_<run>.json) and prints a summary.
@@ -28,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from mosaic.values import same_slot
 from scripts.error_analysis import load_memory
 
 PURPOSES = ("extraction", "conflict", "belief")
@@ -46,15 +50,31 @@ def nearest_earlier_cosines(matrix: np.ndarray) -> np.ndarray:
     return np.array([float((matrix[:i] @ matrix[i]).max()) for i in range(1, len(matrix))])
 
 
+class _Slot:
+    """The two fields same_slot reads, from a stored entity."""
+
+    def __init__(self, entity: dict[str, Any]) -> None:
+        self.subject = entity.get("subject") or ""
+        self.attribute = entity.get("attribute") or ""
+
+
+def earlier_same_slot(entities: list[dict[str, Any]]) -> int:
+    """How many entities have an earlier entity of the same subject and attribute."""
+    slots = [_Slot(e) for e in entities]
+    return sum(any(same_slot(slot, earlier) for earlier in slots[:i]) for i, slot in enumerate(slots) if i)
+
+
 def replay(run: Path, radii: list[float]) -> dict[str, Any]:
     files = sorted((run / "system" / "mosaic").glob("*.json"))
     if not files:
         raise SystemExit(f"{run}/system/mosaic/ holds no memory file: pass a finished MOSAIC run folder")
     log: list[dict[str, Any]] = []
     cosines: list[np.ndarray] = []
+    with_slot_peer = 0
     for path in files:
         state = load_memory(path)
         log.extend(state.get("cost_log", []))
+        with_slot_peer += earlier_same_slot(state["graph"]["entities"])
         if len(state["graph"]["entities"]) > 1:
             cosines.append(nearest_earlier_cosines(_vectors(state)))
     if not log:
@@ -84,6 +104,7 @@ def replay(run: Path, radii: list[float]) -> dict[str, Any]:
             "quantiles": {q: round(float(np.quantile(near, float(q))), 3) for q in ("0.1", "0.25", "0.5", "0.75", "0.9")} if near.size else {},
         },
         "judge_radius_bound": {str(r): round(float((near < r).mean()), 3) if near.size else None for r in radii},
+        "same_slot_share": round(with_slot_peer / near.size, 3) if near.size else None,
         "note": "replay of a persisted memory, no LLM call: bounds, not measurements (scripts/write_cost_replay.py)",
     }
 
@@ -98,7 +119,7 @@ def main() -> None:
     out = args.out or Path("results/bench") / f"write_cost_replay_{args.run.name}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-    print(json.dumps({k: report[k] for k in ("turns", "calls_per_turn", "tokens_per_turn", "batched_bound", "judge_radius_bound")}, indent=2))
+    print(json.dumps({k: report[k] for k in ("turns", "calls_per_turn", "tokens_per_turn", "batched_bound", "judge_radius_bound", "same_slot_share")}, indent=2))
     print("written to", out)
 
 

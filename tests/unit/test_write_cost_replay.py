@@ -21,7 +21,7 @@ def test_replay_counts_costs_and_bounds(tmp_path):
     angles = [0.0, 0.1, 1.4]  # the second entity is near the first (cos 0.995); the third is far from both
     vectors = {f"e{i}": np.array([np.cos(a), np.sin(a), 0.0], dtype=np.float32) for i, a in enumerate(angles)}
     state = {
-        "graph": {"entities": [{"entity_id": i} for i in vectors],
+        "graph": {"entities": [{"entity_id": i, "subject": "Ana", "attribute": attr} for i, attr in zip(vectors, ["job", "job", "hobby"])],
                   "vectors": {i: base64.b64encode(v.tobytes()).decode() for i, v in vectors.items()}},
         "cost_log": [_usage(1, 0), _usage(1, 3), _usage(1, 1), _usage(1, 0)],
     }  # fmt: skip
@@ -32,3 +32,4 @@ def test_replay_counts_costs_and_bounds(tmp_path):
     assert report["tokens_per_turn"]["conflict"] == (4 * 51) / 4
     assert report["batched_bound"] == {"conflict_calls_per_turn": 0.5, "total_calls_per_turn": 1.5}  # two turns judged once each
     assert report["judge_radius_bound"] == {"0.5": 0.5, "0.999": 1.0}  # the far entity only; then both
+    assert report["same_slot_share"] == 0.5  # the second entity repeats the first one's slot; the third has its own
