@@ -23,6 +23,7 @@ from dateutil.relativedelta import relativedelta
 
 from core.api import Turn
 from core.llm import LLMClient, LLMError, LLMOutputError
+from core.tally import Tally
 from mosaic.entity import Entity
 from mosaic.values import count_pattern, count_word
 
@@ -234,10 +235,10 @@ class EntityExtractor:
         self.copy_margin = float(copy_margin)  # see copied_from_previous
         self.system_prompt = SYSTEM_PROMPT.format(max_entities=self.max_entities)
         self.schema = extraction_schema(self.max_entities)
-        self.stats: dict[str, int] = {
-            "turns": 0, "calls_failed": 0, "entities": 0, "dropped_empty": 0, "dropped_duplicate": 0, "dropped_from_previous": 0,
-            "dropped_over_cap": 0, "fixed_subject": 0, "fixed_label": 0, "times_resolved": 0, "times_unresolved": 0,
-        }
+        self.stats = Tally((
+            "turns", "calls_failed", "entities", "dropped_empty", "dropped_duplicate", "dropped_from_previous",
+            "dropped_over_cap", "fixed_subject", "fixed_label", "times_resolved", "times_unresolved",
+        ))  # shared by namespaces that run.workers may write at once
 
     def messages(self, turn: Turn, session_time: str | None, previous: Turn | None) -> list[dict[str, str]]:
         session = parse_session_time(session_time)
@@ -249,7 +250,7 @@ class EntityExtractor:
 
     def extract(self, turn: Turn, session_time: str | None = None, previous: Turn | None = None) -> ExtractionResult:
         """Entities of one turn; an LLM failure yields no entities and one counted failure."""
-        self.stats["turns"] += 1
+        self.stats.add("turns")
         session_time = session_time or turn.session_time
         try:
             raw = self.llm.chat_json(self.messages(turn, session_time, previous), self.schema, max_tokens=self.max_tokens, purpose="extraction")
@@ -257,7 +258,7 @@ class EntityExtractor:
             if not isinstance(facts, list):
                 raise LLMOutputError(f"extraction output has no 'facts' list: {str(raw)[:200]!r}")
         except (LLMOutputError, LLMError) as err:
-            self.stats["calls_failed"] += 1
+            self.stats.add("calls_failed")
             log.warning("extraction failed for turn %s: %s", turn.turn_id, err)
             return ExtractionResult(failures=1)
         return self._clean(facts, turn, session_time, previous)
@@ -270,40 +271,40 @@ class EntityExtractor:
         seen: set[str] = set()
         for raw in facts:
             if len(result.entities) >= self.max_entities:
-                self.stats["dropped_over_cap"] += 1
+                self.stats.add("dropped_over_cap")
                 continue
             if not isinstance(raw, dict):
-                self.stats["dropped_empty"] += 1
+                self.stats.add("dropped_empty")
                 result.failures += 1
                 continue
             text = " ".join(str(raw.get("fact", "")).split())[: self.max_fact_chars]
             if len(text) < 3:
-                self.stats["dropped_empty"] += 1
+                self.stats.add("dropped_empty")
                 continue
             if previous is not None and copied_from_previous(text, turn.text, previous.text, self.copy_margin):
                 # the previous message is shown for context ("yes, I did"); a fact that restates it
                 # belongs to that turn (which has its own extraction), not to this one
-                self.stats["dropped_from_previous"] += 1
+                self.stats.add("dropped_from_previous")
                 continue
             key = text.lower()
             if key in seen:
-                self.stats["dropped_duplicate"] += 1
+                self.stats.add("dropped_duplicate")
                 continue
             seen.add(key)
             subject = " ".join(str(raw.get("who", "")).split())
             if not subject or subject.lower() in _FIRST_PERSON:
                 subject = turn.speaker
-                self.stats["fixed_subject"] += 1
+                self.stats.add("fixed_subject")
             etype = str(raw.get("type", "")).lower()
             directness, specificity = str(raw.get("cert", "")).lower(), str(raw.get("spec", "")).lower()
             if etype not in ENTITY_TYPES or directness not in DIRECTNESS or specificity not in SPECIFICITY:
-                self.stats["fixed_label"] += 1
+                self.stats.add("fixed_label")
             etype = etype if etype in ENTITY_TYPES else "event"
             resolved = None
             when = " ".join(str(raw.get("when", "")).split())
             if when:
                 resolved = resolve_time(when, session)
-                self.stats["times_resolved" if resolved else "times_unresolved"] += 1
+                self.stats.add("times_resolved" if resolved else "times_unresolved")
                 if resolved is not None:
                     text = re.sub(re.escape(when), resolved.human, text, count=1, flags=re.IGNORECASE)
                 elif when.lower() not in turn.text.lower():
@@ -327,7 +328,7 @@ class EntityExtractor:
                 )
             )
         result.prerequisites = prerequisite_pairs(result.entities)
-        self.stats["entities"] += len(result.entities)
+        self.stats.add("entities", len(result.entities))
         return result
 
 

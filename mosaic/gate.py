@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core.llm import LLMClient, LLMError, LLMOutputError
+from core.tally import Tally
 from mosaic.entity import Entity, evidence_strength
 from mosaic.values import same_slot, values_match
 
@@ -147,7 +148,7 @@ class ConfidenceGate:
         self.likelihood_floor = float(likelihood_floor)
         self.llm_assessment = llm_assessment and llm is not None
         self.max_tokens = max_tokens
-        self.stats = {"assessed": 0, "committed": 0, "queued": 0, "llm_calls": 0, "llm_failures": 0}
+        self.stats = Tally(("assessed", "committed", "queued", "llm_calls", "llm_failures"))  # shared by namespaces
 
     # -- likelihoods -----------------------------------------------------------------
     def reliability(self, entity: Entity) -> float:
@@ -174,7 +175,7 @@ class ConfidenceGate:
             f"New statement (said {entity.session_time or 'recently'}): {entity.evidence or entity.text}\n"
             "Probabilities, in candidate order:"
         )
-        self.stats["llm_calls"] += 1
+        self.stats.add("llm_calls")
         try:
             out = self.llm.chat_json(
                 [{"role": "system", "content": _BELIEF_SYSTEM}, {"role": "user", "content": user}],
@@ -182,18 +183,18 @@ class ConfidenceGate:
             )
             probs = [float(p) for p in out["probabilities"]]
         except (LLMOutputError, LLMError, KeyError, TypeError, ValueError) as err:
-            self.stats["llm_failures"] += 1
+            self.stats.add("llm_failures")
             log.warning("belief assessment failed for %s: %s", entity.entity_id, err)
             return None
         if len(probs) != len(candidates):
-            self.stats["llm_failures"] += 1
+            self.stats.add("llm_failures")
             return None
         return {v: min(max(p, self.likelihood_floor), 1.0 - self.likelihood_floor) for v, p in zip(candidates, probs)}
 
     # -- the gate --------------------------------------------------------------------
     def assess(self, entity: Entity, held: list[Entity]) -> GateDecision:
         """Set ``entity``'s consistency, confidence and belief against ``held`` same-slot entities; decide."""
-        self.stats["assessed"] += 1
+        self.stats.add("assessed")
         # Events accumulate ("went to X", later "went to Y"); only states (persona, relationship) hold one value.
         competing = [] if entity.type == "event" else [h for h in held if h.type != "event" and same_slot(entity, h)]
         value = entity.value or entity.text
@@ -227,7 +228,7 @@ class ConfidenceGate:
             decision = GateDecision(False, entity.confidence, h, entity.belief, f"belief entropy {h:.2f} bits > delta {self.delta}", question=self.question(entity, competing), competing=ids)
         else:
             decision = GateDecision(True, entity.confidence, h, entity.belief, "committed", competing=ids)
-        self.stats["committed" if decision.commit else "queued"] += 1
+        self.stats.add("committed" if decision.commit else "queued")
         return decision
 
     @staticmethod

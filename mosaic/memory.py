@@ -29,7 +29,8 @@ from typing import Any, Callable, Literal
 from core.api import AddReport, ConflictEvent, LLMUsage, Retrieved, StoredItem, Turn
 from core.config_check import ConfigKeyError, check_kwargs
 from core.embed import Embedder
-from core.llm import LLMClient, usage_since
+from core.llm import LLMClient, own_usage, usage_since
+from core.tally import Tally
 from mosaic.communities import Communities
 from mosaic.conflict import ConflictDecision, ConflictDetector
 from mosaic.entity import Entity
@@ -85,6 +86,12 @@ class MosaicMemory:
     ``rho`` (its gate confidence) or a fixed number for every entity.
     """
 
+    # eval.workers: each namespace has its own graph, scorer, communities, retriever and detector; the
+    # shared extractor and gate hold only counters (core.tally), so namespaces may be written at once.
+    # A search updates its namespace's retriever counters and may rebuild its index: searches stay serialised.
+    parallel_namespaces = True
+    parallel_search = False
+
     def __init__(
         self,
         llm: LLMClient,
@@ -131,8 +138,8 @@ class MosaicMemory:
         except ValueError as err:
             raise ConfigKeyError(f"system.retrieval: {err}") from err
         self._spaces: dict[str, _Namespace] = {}
-        self.stats: dict[str, int] = {"turns": 0, "entities_extracted": 0, "committed": 0, "queued": 0, "updated": 0,
-                                      "rejected": 0, "flagged": 0, "stale_decisions": 0, "id_collisions": 0}
+        self.stats = Tally(("turns", "entities_extracted", "committed", "queued", "updated", "rejected", "flagged",
+                            "stale_decisions", "id_collisions"))  # every namespace adds to it, possibly at once
 
     # -- per-namespace parts -----------------------------------------------------------
     def _new_detector(self) -> ConflictDetector | None:
@@ -187,7 +194,7 @@ class MosaicMemory:
 
     def _add_turn(self, space: _Namespace, turn: Turn, session_time: str | None, check_conflicts: bool = True) -> AddReport:
         started = time.perf_counter()
-        before = self.llm.usage
+        before = own_usage(self.llm)
         report = AddReport(n_turns=1)
         # the previous turn is conversational context only within one session: a message from
         # another session (or a probe written after a restored context) is not what this one answers
@@ -196,21 +203,21 @@ class MosaicMemory:
         space.last_turn = dataclasses.replace(turn, session_time=session_time)
         space.turns[turn.turn_id] = {"speaker": turn.speaker, "text": turn.text, "session_time": session_time}
         report.failures += extraction.failures
-        self.stats["turns"] += 1
-        self.stats["entities_extracted"] += len(extraction.entities)
+        self.stats.add("turns")
+        self.stats.add("entities_extracted", len(extraction.entities))
         vectors = self.embedder.encode([e.text for e in extraction.entities]) if extraction.entities else []
         changed: set[str] = set()
         committed: dict[int, str] = {}
         for index, (entity, vector) in enumerate(zip(extraction.entities, vectors)):
             if entity.entity_id in space.graph or any(q.entity.entity_id == entity.entity_id for q in space.queue):
-                self.stats["id_collisions"] += 1
+                self.stats.add("id_collisions")
                 entity.entity_id = f"{entity.entity_id}-{len(space.graph.entities(include_inactive=True))}"
             decision = self.gate.assess(entity, space.graph.entities())
             if not decision.commit:
                 entity.status = "queued"
                 space.queue.append(ClarificationItem(entity, decision.rho, decision.entropy, decision.reason, decision.question))
                 report.queued.append(entity.entity_id)
-                self.stats["queued"] += 1
+                self.stats.add("queued")
                 continue
             entity.importance = entity.confidence if self.importance == "rho" else float(self.importance)
             applied = self._commit(space, entity, vector, report, competing=decision.competing, check=check_conflicts)
@@ -226,7 +233,7 @@ class MosaicMemory:
             space.communities.update(space.graph, changed)
             space.scorer.on_write(space.graph, space.communities, changed)
             space.retriever_dirty = True
-        report.usage = usage_since(before, self.llm.usage)
+        report.usage = usage_since(before, own_usage(self.llm))
         space.cost_log.append({
             "turn_id": turn.turn_id,
             "seconds": round(time.perf_counter() - started, 4),
@@ -252,14 +259,14 @@ class MosaicMemory:
             if d.old_id in graph and graph.entity(d.old_id).status in ACTIVE_STATUSES:
                 live.append(d)
             else:
-                self.stats["stale_decisions"] += 1
+                self.stats.add("stale_decisions")
         rejects = [d for d in live if d.verdict == "reject"]
         if rejects:
             for d in rejects:
                 report.rejected.append(self._event(entity, graph.entity(d.old_id), d))
             entity.history.append({"event": "rejected", "by": [d.old_id for d in rejects], "reason": rejects[0].reason})
             space.rejected.append(entity.to_dict())
-            self.stats["rejected"] += 1
+            self.stats.add("rejected")
             return None
         flags = [d for d in live if d.verdict == "flag"]
         if flags:
@@ -280,15 +287,15 @@ class MosaicMemory:
                 changed |= graph.transfer_prerequisites(old.entity_id, entity.entity_id)
                 changed |= graph.set_status(old.entity_id, "superseded")
                 report.updated.append(event)
-                self.stats["updated"] += 1
+                self.stats.add("updated")
             elif d.verdict == "flag":
                 old.history.append({"event": "flagged", "with": entity.entity_id, "reason": d.reason, "session_time": entity.session_time})
                 entity.history.append({"event": "flagged", "with": old.entity_id, "reason": d.reason})
                 changed |= graph.set_status(old.entity_id, "flagged")
                 report.flagged.append(event)
-                self.stats["flagged"] += 1
+                self.stats.add("flagged")
         report.stored.append(StoredItem(entity.entity_id, entity.text, list(entity.source_turn_ids)))
-        self.stats["committed"] += 1
+        self.stats.add("committed")
         return changed
 
     @staticmethod
@@ -400,7 +407,7 @@ class MosaicMemory:
         if queued is None:
             raise KeyError(f"no queued entity {entity_id!r} in namespace {namespace!r}")
         report = AddReport()
-        before = self.llm.usage
+        before = own_usage(self.llm)
         kind, value = interpret_answer(queued, answer)
         if kind == "unknown":
             queued.entity.history.append({"event": "asked", "question": queued.question, "answer": str(answer)})
@@ -432,7 +439,7 @@ class MosaicMemory:
                     space.communities.update(space.graph, changed)
                     space.scorer.on_write(space.graph, space.communities, changed)
                     space.retriever_dirty = True
-        report.usage = usage_since(before, self.llm.usage)
+        report.usage = usage_since(before, own_usage(self.llm))
         self._save(namespace, space)
         return report
 
@@ -481,7 +488,7 @@ class MosaicMemory:
     # -- cost accounting -------------------------------------------------------------
     def cost_per_turn(self, namespace: str | None = None) -> dict[str, Any]:
         """LLM calls and tokens per ingested turn, split by purpose, over one or all namespaces."""
-        logs = [row for ns, space in self._spaces.items() if namespace in (None, ns) for row in space.cost_log]
+        logs = [row for ns, space in list(self._spaces.items()) if namespace in (None, ns) for row in space.cost_log]
         total = LLMUsage()
         for row in logs:
             u = row["usage"]
@@ -503,10 +510,10 @@ class MosaicMemory:
             "write": dict(self.stats),
             "extraction": dict(self.extractor.stats),
             "gate": dict(self.gate.stats),
-            "queue_size": sum(len(s.queue) for s in self._spaces.values()),
+            "queue_size": sum(len(s.queue) for s in list(self._spaces.values())),
         }
         for label, attr in (("scorer", "scorer"), ("communities", "communities"), ("retriever", "retriever"), ("conflict", "detector")):
-            stats = [getattr(getattr(s, attr, None), "stats", None) for s in self._spaces.values()]
+            stats = [getattr(getattr(s, attr, None), "stats", None) for s in list(self._spaces.values())]
             stats = [st for st in stats if isinstance(st, dict)]
             if stats:
                 out[label] = _sum_stats(stats)

@@ -4,7 +4,7 @@ from core.api import ChatResult, LLMClient, LLMError, LLMOutputError, ServedLLM
 from core.llm.cache import ResponseCache
 from core.llm.client import OpenAICompatClient
 from core.llm.local_server import FLASH_ATTN_MODES, LocalLLM, default_model_name, free_port
-from core.llm.meter import UsageMeter, usage_since
+from core.llm.meter import UsageMeter, own_usage, usage_since
 
 __all__ = [
     "FLASH_ATTN_MODES",
@@ -19,5 +19,6 @@ __all__ = [
     "UsageMeter",
     "default_model_name",
     "free_port",
+    "own_usage",
     "usage_since",
 ]

@@ -49,6 +49,16 @@ class UsageMeter:
             return LLMUsage(**json.loads(json.dumps(self._by_thread.get(threading.get_ident(), LLMUsage()).__dict__)))
 
 
+def own_usage(llm: object) -> LLMUsage:
+    """Usage of the calls made from the calling thread, for a caller that makes every call itself
+    (MOSAIC's write path): correct whether or not other threads (run.workers) share the client.
+    A client without a per-thread meter gives its totals."""
+    meter = getattr(llm, "meter", None)
+    if hasattr(meter, "thread_snapshot"):
+        return meter.thread_snapshot()
+    return getattr(llm, "usage", None) or LLMUsage()
+
+
 def usage_since(before: LLMUsage, after: LLMUsage) -> LLMUsage:
     """The usage accrued between two snapshots of a meter."""
     by_purpose: dict[str, dict[str, int]] = {}

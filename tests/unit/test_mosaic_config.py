@@ -29,6 +29,7 @@ NON_DEFAULT: dict[str, object] = {
     "conflict.min_similarity": 0.1, "conflict.numeric_similarity": 0.8, "conflict.numeric_tolerance": 0.05,
     "conflict.duplicate_similarity": 0.9, "conflict.reject_margin": 0.3, "conflict.use_numeric_rule": False, "conflict.use_llm": False,
     "conflict.explain": True, "conflict.max_explain_tokens": 20, "conflict.top_logprobs": 5, "conflict.use_belief": False,
+    "conflict.judge_min_similarity": 0.4,
     "scoring.alpha": 0.4, "scoring.beta": 0.4, "scoring.gamma": 0.1, "scoring.damping": 0.9, "scoring.prereq_weight": 0.5,
     "scoring.power_tol": 1e-6, "scoring.max_power_iterations": 50, "scoring.ncs": False, "scoring.refresh_every": 100,
     "scoring.drift_tolerance": 0.05, "scoring.push_epsilon": 0.001, "scoring.refresh_per_node": 0.1, "scoring.max_interval_scale": 4.0,

@@ -246,3 +246,72 @@ def test_halumem_users_at_2_workers_give_the_same_metrics(tmp_path):
         results[workers] = HaluMemBenchmark(path=str(TINY), bootstrap_samples=100).run(ThreadSafeKeyword(), ctx)
         assert len(_lines(tmp_path / f"w{workers}" / "halumem_users.jsonl")) == 2
     assert results[1] == results[2]
+
+
+# -- MOSAIC writes several conversations at once -----------------------------------------------
+class SlowSchemaFakeLLM:
+    """tests.fakes.SchemaFakeLLM with a per-call delay hashed from the prompt, so threads interleave."""
+
+    def __new__(cls, **kwargs: Any):
+        from tests.fakes import SchemaFakeLLM
+
+        llm = SchemaFakeLLM(**kwargs)
+        respond = llm.responder
+
+        def slow(messages, schema):
+            digest = int(hashlib.md5(messages[-1]["content"].encode()).hexdigest(), 16)
+            time.sleep(0.001 * (1 + digest % 5))
+            return respond(messages, schema)
+
+        llm.responder = slow
+        return llm
+
+
+def _three_conversations(path: Path) -> Path:
+    """Three invented two-session conversations shaped like locomo10.json."""
+    people = [("Ana", "Ben", "cello", "Porto"), ("Caro", "Dev", "violin", "Lyon"), ("Eli", "Fay", "flute", "Graz")]
+    data = []
+    for n, (a, b, instrument, city) in enumerate(people):
+        conversation = {
+            "speaker_a": a, "speaker_b": b,
+            "session_1_date_time": "1:00 pm on 8 May, 2023", "session_2_date_time": "2:00 pm on 9 June, 2023",
+            "session_1": [{"speaker": a, "dia_id": "D1:1", "text": f"I started learning the {instrument} last week."},
+                          {"speaker": b, "dia_id": "D1:2", "text": "Nice! I adopted two grey cats."}],
+            "session_2": [{"speaker": a, "dia_id": "D2:1", "text": f"My {instrument} teacher lives in {city}."},
+                          {"speaker": b, "dia_id": "D2:2", "text": "We have three cats now, one more since May."}],
+        }  # fmt: skip
+        qa = [{"question": f"What instrument is {a} learning?", "answer": instrument, "evidence": ["D1:1"], "category": 4},
+              {"question": f"How many cats does {b} have?", "answer": "3", "evidence": ["D2:2"], "category": 4}]  # fmt: skip
+        data.append({"sample_id": f"conv-w{n}", "conversation": conversation, "qa": qa})
+    path.write_text(json.dumps(data), encoding="utf-8")
+    return path
+
+
+def test_mosaic_metrics_identical_at_1_and_4_workers(tmp_path):
+    """MOSAIC declares parallel_namespaces: three conversations are written at once at run.workers=4,
+    and every metric (write counters, mechanism counts, costs) equals the one-worker run's."""
+    from omegaconf import OmegaConf, open_dict
+
+    from eval.runner import run
+    from tests.hydra_config import compose_config
+    from tests.unit.test_experiments_smoke import _on_fakes
+
+    data = _three_conversations(tmp_path / "three.json")
+    metrics = {}
+    for workers in (1, 4):
+        overrides = ["experiment=locomo", "system=mosaic", f"benchmark.path={data}", "benchmark.conversations=null",
+                     "benchmark.max_sessions=null", "benchmark.max_questions=null", f"run.workers={workers}"]  # fmt: skip
+        cfg = _on_fakes(compose_config(overrides), tmp_path / f"w{workers}")
+        with open_dict(cfg):
+            cfg.llm = OmegaConf.create({"_target_": "tests.unit.test_workers.SlowSchemaFakeLLM"})
+        metrics[workers] = run(cfg, overrides)
+    one, four = metrics[1], metrics[4]
+    assert one["overall"]["n"] == 6 and one["metadata"]["config_hash"] == four["metadata"]["config_hash"]
+    system_one, system_four = one["system_metrics"], four["system_metrics"]
+    assert system_one["write"]["turns"] == 12 and system_one["extraction"]["turns"] == 12
+    for part in ("write", "extraction", "gate", "conflict", "mechanisms"):
+        assert system_one[part] == system_four[part], part
+    timing = ("seconds_per_turn",)
+    assert {k: v for k, v in system_one["cost_per_turn"].items() if k not in timing} == \
+        {k: v for k, v in system_four["cost_per_turn"].items() if k not in timing}  # fmt: skip
+    assert _comparable(one)["overall"] == _comparable(four)["overall"]
