@@ -50,6 +50,26 @@ def workers_of(cfg: Any) -> int:
     return value
 
 
+class Progress:
+    """Items done of one stage, told to ``ctx.progress`` as they finish, from any thread. For work
+    finer than a stage's items (the sessions inside one LoCoMo conversation), so a logger sees a long
+    ingest move instead of one record at its end."""
+
+    def __init__(self, ctx: Any, name: str, total: int) -> None:
+        self.name = name
+        self.total = total
+        self._hook: ProgressHook | None = getattr(ctx, "progress", None)
+        self._lock = threading.Lock()
+        self._done = 0
+
+    def tick(self) -> None:
+        if self._hook is None:
+            return
+        with self._lock:  # told in order: done counts never go backwards
+            self._done += 1
+            self._hook(self.name, self._done, self.total)
+
+
 class Stage:
     """One stage's thread pool (``workers`` threads) and progress count; ``map`` may be called from
     several threads at once (e.g. each LoCoMo conversation hands its questions to one shared pool)."""
@@ -58,17 +78,11 @@ class Stage:
         self.name = name
         self.total = total
         self.workers = workers_of(getattr(ctx, "cfg", None)) if workers is None else workers
-        self._hook: ProgressHook | None = getattr(ctx, "progress", None)
-        self._lock = threading.Lock()
-        self._done = 0
+        self._progress = Progress(ctx, name, total)
         self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix=f"mosaic-bench-{name}") if self.workers > 1 else None
 
     def _tick(self) -> None:
-        if self._hook is None:
-            return
-        with self._lock:  # told in order: done counts never go backwards
-            self._done += 1
-            self._hook(self.name, self._done, self.total)
+        self._progress.tick()
 
     def _one(self, fn: Callable[[T], R], item: T) -> R:
         _local.worker = True

@@ -30,7 +30,7 @@ from eval.judge import JudgePrompt, LLMJudge
 from eval.judge_calibration import load_calibration, summary_cell
 from eval.metrics import bleu1, bootstrap_ci, evidence_recall, format_ci, percentiles, set_f1_mem0, token_f1
 from eval.tables import format_pair
-from eval.workers import Stage, SystemGuard, in_worker, run_stage, workers_of
+from eval.workers import Progress, Stage, SystemGuard, in_worker, run_stage, workers_of
 from core.llm import usage_since
 from core.api import AddReport, LLMUsage, MemorySystem, Turn
 
@@ -262,8 +262,9 @@ def _usage(llm: Any) -> LLMUsage:
     return llm.usage if hasattr(llm, "usage") else LLMUsage()
 
 
-def ingest(system: MemorySystem, episode: Episode, ctx: RunContext, bar: tqdm) -> dict[str, Any]:
-    """Reset the namespace and add each session; return the ingest row (AddReport totals)."""
+def ingest(system: MemorySystem, episode: Episode, ctx: RunContext, bar: tqdm, sessions: Progress | None = None) -> dict[str, Any]:
+    """Reset the namespace and add each session; return the ingest row (AddReport totals).
+    ``sessions`` is told each session done (the logger's ``ingest`` progress)."""
     system.reset(episode.namespace)
     total = AddReport()
     before = _usage(ctx.llm)
@@ -273,6 +274,8 @@ def ingest(system: MemorySystem, episode: Episode, ctx: RunContext, bar: tqdm) -
         total.merge(system.add(episode.namespace, list(session.turns), session.time_iso))
         latencies.append(time.perf_counter() - started)
         bar.update(1)
+        if sessions is not None:
+            sessions.tick()
     return {
         "key": episode.conversation.sample_id,
         "sessions": len(episode.sessions),
@@ -522,6 +525,7 @@ class LoCoMoBenchmark:
         ingest_bar = tqdm(total=sum(len(e.sessions) for e in todo), desc="ingest (sessions)", unit="session", position=0)
         predict_bar = tqdm(total=n_questions, desc="predict (questions)", unit="q", position=1)
         workers, guard = workers_of(ctx.cfg), SystemGuard(system)
+        sessions = Progress(ctx, "ingest", ingest_bar.total)
 
         def answer_one(item: tuple[Episode, Question, Search | None]) -> None:
             episode, question, found = item
@@ -534,7 +538,7 @@ class LoCoMoBenchmark:
         def episode_one(episode: Episode) -> None:
             """Ingest one conversation, then predict its questions on the shared question pool."""
             with guard.writing():
-                row = ingest(system, episode, ctx, ingest_bar)
+                row = ingest(system, episode, ctx, ingest_bar, sessions)
             ingest_rows.append(row)  # first ingest's report is kept; a re-ingest does not duplicate it
             pending = [q for q in episode.questions if q.key not in predictions]
             if guard.parallel_search or workers == 1:

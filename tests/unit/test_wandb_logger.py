@@ -71,6 +71,9 @@ def test_offline_sweep_run_has_group_job_type_progress_and_tables(tmp_path):
     assert run.run_group == "locomo" and run.job_type == "rag"  # the sweep's name; the system
 
     rows = history(records)
+    ingest = [row for row in rows if "progress/ingest/done" in row]
+    assert [r["progress/ingest/done"] for r in ingest] == [1, 2, 3] and ingest[-1]["progress/ingest/total"] == 3  # each session
+    assert rows.index(ingest[0]) < min(i for i, row in enumerate(rows) if "progress/predict/done" in row)  # before any answer
     predict = [row for row in rows if "progress/predict/done" in row]
     judge = [row for row in rows if "progress/judge/done" in row]
     assert [r["progress/predict/done"] for r in predict] == list(range(1, 21))  # every item (progress_every_s=0)
