@@ -38,21 +38,41 @@ class ServerStartError(RuntimeError):
     """A managed server did not come up; the message names its command, log file and the fix."""
 
 
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def _stop_group(proc: subprocess.Popen, name: str, grace_s: float) -> None:
-    if proc.poll() is not None:
+    """SIGTERM the whole process group, wait until every member is gone (not only the leader: a
+    server started by a shell can outlive it for a moment, still holding its port), then SIGKILL."""
+    if proc.poll() is not None and not _group_alive(proc.pid):
         return
     try:
         os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=grace_s)
     except (ProcessLookupError, PermissionError):
+        proc.poll()
         return
-    except subprocess.TimeoutExpired:
-        log.warning("%s did not stop within %.0f s; killing it", name, grace_s)
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline:
+        proc.poll()  # reap the leader so it does not linger as a zombie member of the group
+        if not _group_alive(proc.pid):
             return
+        time.sleep(0.05)
+    log.warning("%s did not stop within %.0f s; killing it", name, grace_s)
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        return
+    try:
         proc.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        log.warning("%s: the process group %d survived SIGKILL for %.0f s", name, proc.pid, grace_s)
 
 
 class ManagedProcess:
