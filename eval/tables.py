@@ -17,6 +17,18 @@ def format_pair(stat: dict[str, Any], keys: tuple[str, str] = ("p50", "p95"), di
     return " / ".join(f"{v:.{digits}f}" for v in values)
 
 
+def row_label(metrics: dict[str, Any]) -> str:
+    """A results row's name: the system's (or the label it reports, e.g. Zep's), its ablation, and the
+    ``system.*`` values its command line set (a sweep's ``system.conflict.k=1`` becomes ``(conflict.k=1)``),
+    so runs that differ only by such a value do not share a name in a table."""
+    meta = metrics.get("metadata", {})
+    system = meta.get("system_metadata", {}).get("row_label") or meta.get("system", metrics.get("system", "?"))
+    ablation = meta.get("ablation")
+    label = system if ablation in (None, "none", "") else f"{system} / {ablation}"
+    settings = [o.removeprefix("system.") for o in meta.get("overrides", []) if isinstance(o, str) and o.startswith("system.")]
+    return f"{label} ({', '.join(settings)})" if settings else label
+
+
 def to_markdown(table: pd.DataFrame) -> str:
     """GitHub Markdown without the optional ``tabulate`` dependency; caption (attrs) on top."""
     frame = table.reset_index() if table.index.name else table

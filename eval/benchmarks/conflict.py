@@ -35,6 +35,7 @@ from tqdm import tqdm
 from eval.benchmarks.conflict_suite import CONFLICT_TYPES, Suite, SuiteCase, load_suite
 from eval.context import RunContext
 from eval.metrics import bootstrap, bootstrap_ci, format_ci
+from eval.tables import row_label
 from eval.workers import SystemGuard, run_stage, workers_of
 from mosaic.values import quantities
 from core.api import AddReport, MemorySystem, Seedable, Snapshottable
@@ -328,14 +329,6 @@ def aggregate(rows: list[dict[str, Any]], samples: int = 1000, seed: int = 0) ->
 
 
 # ------------------------------------------------------------------------------- table
-def _row_label(metrics: dict[str, Any]) -> str:
-    meta = metrics.get("metadata", {})
-    # a system may name its row (Zep: "Zep (graphiti-core 0.31.2, self-hosted)"); else its config name
-    system = meta.get("system_metadata", {}).get("row_label") or meta.get("system", metrics.get("system", "?"))
-    ablation = meta.get("ablation")
-    return system if ablation in (None, "none", "") else f"{system} / {ablation}"
-
-
 def _suite_label(metrics: dict[str, Any]) -> str:
     """The suite's name, and which slice of it when the run did not score every case."""
     cut = metrics.get("slice") or {}
@@ -353,7 +346,7 @@ def conflict_table(metrics_list: list[dict[str, Any]]) -> pd.DataFrame:
     columns = ["overall", "numeric", "semantic", "logical", "explicit", "implicit", "false alarms"]
     rows = []
     for m in metrics_list:
-        label = _row_label(m)
+        label = row_label(m)
         no_signal = m.get("conflict_signal") is False
         silent = m.get("conflict_events_seen", 0) == 0
         cells = {

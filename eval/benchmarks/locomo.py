@@ -29,7 +29,7 @@ from eval.context import JsonlRows, RunContext
 from eval.judge import JudgePrompt, LLMJudge
 from eval.judge_calibration import load_calibration, summary_cell
 from eval.metrics import bleu1, bootstrap_ci, evidence_recall, format_ci, percentiles, set_f1_mem0, token_f1
-from eval.tables import format_pair
+from eval.tables import format_pair, row_label
 from eval.workers import Progress, Stage, SystemGuard, in_worker, run_stage, workers_of
 from core.llm import usage_since
 from core.api import AddReport, LLMUsage, MemorySystem, Turn
@@ -609,14 +609,6 @@ class LoCoMoBenchmark:
         return {"locomo_judge_gold": judge_gold_table(metrics_list)}
 
 
-def _row_label(metrics: dict[str, Any]) -> str:
-    meta = metrics.get("metadata", {})
-    # a system may name its row (Zep: "Zep (graphiti-core 0.31.2, self-hosted)"); else its config name
-    system = meta.get("system_metadata", {}).get("row_label") or meta.get("system", metrics.get("system", "?"))
-    ablation = meta.get("ablation")
-    return system if ablation in (None, "none", "") else f"{system} / {ablation}"
-
-
 REPO = Path(__file__).resolve().parents[2]
 # Where tables look for what a metrics.json may lack (runs from before audited gold / calibration existed).
 TABLE_SOURCES = {
@@ -681,7 +673,7 @@ def locomo_table(metrics_list: list[dict[str, Any]], convention: str | None = No
         slices = run_gold_slices(m) or {}
         audited = slices.get("audited_excluded") or {}
         audited_by_label = {labels[int(c)]: cell for c, cell in audited.get("per_category", {}).items()}
-        row: dict[str, Any] = {"system": _row_label(m), "convention": convention, "headline gold": m.get("gold", "original")}
+        row: dict[str, Any] = {"system": row_label(m), "convention": convention, "headline gold": m.get("gold", "original")}
         for label in categories:
             cell = by_label.get(label, {})
             row[f"{label} J"] = format_ci(cell.get("judge"))
@@ -729,7 +721,7 @@ def judge_gold_table(metrics_list: list[dict[str, Any]]) -> pd.DataFrame:
         slices = run_gold_slices(m) or {}
         original, audited = slices.get("original") or {}, slices.get("audited_excluded") or {}
         row: dict[str, Any] = {
-            "system": _row_label(m),
+            "system": row_label(m),
             "n": original.get("overall", {}).get("n", m.get("overall", {}).get("n", 0)),
             "J original gold": format_ci(original.get("overall", {}).get("judge") or m.get("overall", {}).get("judge")),
             "J audited gold (errors excluded)": format_ci(audited.get("overall", {}).get("judge")),

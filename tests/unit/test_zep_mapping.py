@@ -155,13 +155,15 @@ def test_falkordb_server_lifecycle_and_namespace_snapshot_restore(tmp_path: Path
 
 
 def test_tables_use_the_row_label_the_system_reports():
-    from eval.benchmarks.conflict import _row_label as conflict_label
-    from eval.benchmarks.locomo import _row_label as locomo_label
+    from eval.tables import row_label
 
     label = zep.ROW_LABEL.format(version="0.31.2")
     metrics = {"metadata": {"system": "zep", "ablation": "none", "system_metadata": {"row_label": label}}}
-    assert locomo_label(metrics) == conflict_label(metrics) == "Zep (graphiti-core 0.31.2, self-hosted)"
-    assert locomo_label({"metadata": {"system": "rag", "ablation": "none"}}) == "rag"
+    assert row_label(metrics) == "Zep (graphiti-core 0.31.2, self-hosted)"
+    assert row_label({"metadata": {"system": "rag", "ablation": "none"}}) == "rag"
+    # a sweep's system.* value names the row; other overrides (experiment, llm) do not
+    swept = {"metadata": {"system": "mosaic", "ablation": "none", "overrides": ["system.conflict.k=1", "experiment=sweep_conflict_k"]}}
+    assert row_label(swept) == "mosaic (conflict.k=1)"
 
 
 def test_falkordb_server_ends_when_its_owner_is_killed(tmp_path: Path):
