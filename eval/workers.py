@@ -81,13 +81,10 @@ class Stage:
         self._progress = Progress(ctx, name, total)
         self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix=f"mosaic-bench-{name}") if self.workers > 1 else None
 
-    def _tick(self) -> None:
-        self._progress.tick()
-
     def _one(self, fn: Callable[[T], R], item: T) -> R:
         _local.worker = True
         result = fn(item)
-        self._tick()
+        self._progress.tick()
         return result
 
     def map(self, fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
@@ -97,7 +94,7 @@ class Stage:
             out = []
             for item in items:
                 out.append(fn(item))
-                self._tick()
+                self._progress.tick()
             return out
         futures = [self._pool.submit(self._one, fn, item) for item in items]
         try:

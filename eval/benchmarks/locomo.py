@@ -31,7 +31,7 @@ from eval.judge_calibration import load_calibration, summary_cell
 from eval.metrics import bleu1, bootstrap_ci, evidence_recall, format_ci, percentiles, set_f1_mem0, token_f1
 from eval.tables import format_pair, row_label
 from eval.workers import Progress, Stage, SystemGuard, in_worker, run_stage, workers_of
-from core.llm import usage_since
+from core.llm import own_usage, usage_since
 from core.api import AddReport, LLMUsage, MemorySystem, Turn
 
 CONVENTIONS: dict[str, dict[int, str]] = {
@@ -255,10 +255,10 @@ def slice_episodes(all_convs: list[Conversation], spec: SliceSpec) -> tuple[list
 
 # -- stages --------------------------------------------------------------------------------
 def _usage(llm: Any) -> LLMUsage:
-    """The client's usage so far; in a worker thread (run.workers > 1), that thread's own calls only."""
-    meter = getattr(llm, "meter", None)
-    if in_worker() and hasattr(meter, "thread_snapshot"):
-        return meter.thread_snapshot()
+    """The client's usage so far; in a worker thread (run.workers > 1), that thread's own calls only.
+    Outside workers the totals, since a library (Mem0) may make its calls from threads of its own."""
+    if in_worker():
+        return own_usage(llm)
     return llm.usage if hasattr(llm, "usage") else LLMUsage()
 
 

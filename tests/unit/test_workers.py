@@ -249,22 +249,20 @@ def test_halumem_users_at_2_workers_give_the_same_metrics(tmp_path):
 
 
 # -- MOSAIC writes several conversations at once -----------------------------------------------
-class SlowSchemaFakeLLM:
+def slow_schema_fake_llm(**kwargs: Any) -> Any:
     """tests.fakes.SchemaFakeLLM with a per-call delay hashed from the prompt, so threads interleave."""
+    from tests.fakes import SchemaFakeLLM
 
-    def __new__(cls, **kwargs: Any):
-        from tests.fakes import SchemaFakeLLM
+    llm = SchemaFakeLLM(**kwargs)
+    respond = llm.responder
 
-        llm = SchemaFakeLLM(**kwargs)
-        respond = llm.responder
+    def slow(messages, schema):
+        digest = int(hashlib.md5(messages[-1]["content"].encode()).hexdigest(), 16)
+        time.sleep(0.001 * (1 + digest % 5))
+        return respond(messages, schema)
 
-        def slow(messages, schema):
-            digest = int(hashlib.md5(messages[-1]["content"].encode()).hexdigest(), 16)
-            time.sleep(0.001 * (1 + digest % 5))
-            return respond(messages, schema)
-
-        llm.responder = slow
-        return llm
+    llm.responder = slow
+    return llm
 
 
 def _three_conversations(path: Path) -> Path:
@@ -303,7 +301,7 @@ def test_mosaic_metrics_identical_at_1_and_4_workers(tmp_path):
                      "benchmark.max_sessions=null", "benchmark.max_questions=null", f"run.workers={workers}"]  # fmt: skip
         cfg = _on_fakes(compose_config(overrides), tmp_path / f"w{workers}")
         with open_dict(cfg):
-            cfg.llm = OmegaConf.create({"_target_": "tests.unit.test_workers.SlowSchemaFakeLLM"})
+            cfg.llm = OmegaConf.create({"_target_": "tests.unit.test_workers.slow_schema_fake_llm"})
         metrics[workers] = run(cfg, overrides)
     one, four = metrics[1], metrics[4]
     assert one["overall"]["n"] == 6 and one["metadata"]["config_hash"] == four["metadata"]["config_hash"]
