@@ -100,6 +100,28 @@ class SyntheticGraph:
         return changed
 
 
+def partition_quality(assoc: nx.Graph, communities: Communities, seed: int) -> dict:
+    """Modularity of the maintained partition against a fresh Leiden run on the final graph (not timed).
+
+    Timing alone would reward a policy that stops re-partitioning; this says what it costs in quality.
+    """
+    import igraph as ig
+    import leidenalg
+
+    ids = sorted(assoc.nodes)
+    index = {entity_id: i for i, entity_id in enumerate(ids)}
+    graph = ig.Graph(n=len(ids), edges=[(index[a], index[b]) for a, b in assoc.edges])
+    graph.es["weight"] = [float(data.get("weight", 1.0)) for _, _, data in assoc.edges(data=True)]
+    maintained = [communities.of(entity_id) for entity_id in ids]
+    fresh = leidenalg.find_partition(graph, leidenalg.RBConfigurationVertexPartition, weights="weight",
+                                     resolution_parameter=communities.resolution, n_iterations=communities.n_iterations, seed=seed)
+    return {
+        "modularity_maintained": graph.modularity(maintained, weights="weight", resolution=communities.resolution),
+        "modularity_fresh_leiden": graph.modularity(fresh.membership, weights="weight", resolution=communities.resolution),
+        "n_communities_fresh_leiden": len(fresh),
+    }
+
+
 def top_ids(scores: dict[str, float], k: int = 10) -> set[str]:
     return set(sorted(scores, key=lambda i: (-scores[i], i))[:k])
 
@@ -175,7 +197,10 @@ def bench_ncs(
         communities.rerun(graph)
         leiden_s.append(time.perf_counter() - started)
     mean_changed = float(np.mean(changed_sizes))
-    rerun_period = max(1.0, communities.rerun_fraction * graph.assoc.number_of_nodes() / mean_changed)
+    n_final = graph.assoc.number_of_nodes()
+    global_fraction = communities.backstop_rerun_fraction if communities.local_active(n_final) else communities.rerun_fraction
+    rerun_period = max(1.0, global_fraction * n_final / mean_changed)
+    quality = partition_quality(graph.assoc, communities, seed)
     push_ms = 1000 * float(np.mean(push_s))
     refresh_ms = 1000 * float(np.mean(refresh_s))
     local_ms = 1000 * float(np.mean(local_community_s)) if local_community_s else 0.0
@@ -224,7 +249,11 @@ def bench_ncs(
         "scorer_drift_log": ncs.stats["drift"],
         "leiden_initial_ms": leiden_ms,
         "n_communities": len(communities),
-        "community_settings": {"rerun_fraction": communities.rerun_fraction, "local_rerun_fraction": communities.local_rerun_fraction},
+        "community_settings": {"rerun_fraction": communities.rerun_fraction, "local_rerun_fraction": communities.local_rerun_fraction,
+                               "local_from_nodes": communities.local_from_nodes,
+                               "backstop_rerun_fraction": communities.backstop_rerun_fraction,
+                               "local_active": communities.local_active(n_final)},
+        **quality,
         "community_local_reruns": communities.stats["local_reruns"],
     }
 
@@ -332,14 +361,19 @@ def plot(results: dict, out: Path) -> list[str]:
     import matplotlib.pyplot as plt
 
     written = []
-    ncs = results["ncs"]
+    by_policy: dict[str, list[dict]] = {}
+    for row in results["ncs"]:
+        by_policy.setdefault(row.get("community_policy", "configured"), []).append(row)
+    ncs = by_policy.get("configured") or next(iter(by_policy.values()))
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))
     xs = [r["n_nodes"] for r in ncs]
     axes[0].loglog(xs, [r["ncs_ms_per_update"] for r in ncs], "o-", label="NCS push")
-    axes[0].loglog(xs, [r["amortised_ms_per_update"] for r in ncs], "^-", label="amortised: push + refresh + communities")
+    for policy, rows in by_policy.items():
+        axes[0].loglog([r["n_nodes"] for r in rows], [r["amortised_ms_per_update"] for r in rows], "^-",
+                       label=f"amortised: push + refresh + communities ({policy})")
     axes[0].loglog(xs, [r["full_ms_per_update"] for r in ncs], "s-", label="full recompute")
     axes[0].set(xlabel="|V|", ylabel="ms per update", title="rescoring cost per write")
-    axes[0].legend()
+    axes[0].legend(fontsize=7)
     axes[1].semilogx(xs, [r["top10_agreement_vs_full"] for r in ncs], "o-")
     axes[1].set(xlabel="|V|", ylabel="top-10 agreement", ylim=(0, 1.05), title="NCS vs full recompute")
     fig.tight_layout()
@@ -393,7 +427,11 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--refresh-every", type=int, default=200, help="NCS minimum refresh interval (NodeScorer.refresh_every)")
     parser.add_argument("--push-epsilon", type=float, default=None, help="NCS push threshold (default: NodeScorer's)")
     parser.add_argument("--community-rerun-fraction", type=float, default=None, help="Communities.rerun_fraction (default: its own)")
-    parser.add_argument("--community-local-fraction", type=float, default=None, help="Communities.local_rerun_fraction (default: its own, off)")
+    parser.add_argument("--community-local-fraction", type=float, default=None, help="Communities.local_rerun_fraction (default: its own; 0 = off)")
+    parser.add_argument("--community-local-from", type=int, default=None, help="Communities.local_from_nodes (default: its own)")
+    parser.add_argument("--community-backstop-fraction", type=float, default=None, help="Communities.backstop_rerun_fraction (default: its own)")
+    parser.add_argument("--community-policies", nargs="+", choices=["configured", "global_only"], default=["configured"],
+                        help="NCS rows per size: the configured community policy and/or global Leiden re-runs only, side by side")
     parser.add_argument("--ncs-sizes", type=int, nargs="*", help="override the mode's NCS sizes")
     parser.add_argument("--retrieval-sizes", type=int, nargs="*", help="override the mode's retrieval sizes")
     parser.add_argument("--spread", type=float, default=0.75, help="item noise around its community centroid")
@@ -430,13 +468,19 @@ def main(argv: list[str] | None = None) -> dict:
         "retrieval": [],
     }
     if not args.skip_ncs:
+        chosen = {key: value for key, value in (("rerun_fraction", args.community_rerun_fraction),
+                                                ("local_rerun_fraction", args.community_local_fraction),
+                                                ("local_from_nodes", args.community_local_from),
+                                                ("backstop_rerun_fraction", args.community_backstop_fraction)) if value is not None}
+        # "global_only": Leiden re-runs over all of G_A only (the policy before local re-runs), for a side-by-side row
+        policies = {"configured": chosen, "global_only": {**chosen, "local_rerun_fraction": 0.0}}
         for n_nodes in args.ncs_sizes or plan["ncs"]:
-            community_kwargs = {key: value for key, value in (("rerun_fraction", args.community_rerun_fraction),
-                                                              ("local_rerun_fraction", args.community_local_fraction)) if value is not None}
-            row = bench_ncs(n_nodes, plan["updates"], args.full_updates, args.seed, args.links, args.refresh_every, args.push_epsilon,
-                            community_kwargs=community_kwargs)
-            results["ncs"].append(row)
-            print(json.dumps(row), flush=True)
+            for policy in args.community_policies:
+                row = bench_ncs(n_nodes, plan["updates"], args.full_updates, args.seed, args.links, args.refresh_every,
+                                args.push_epsilon, community_kwargs=policies[policy])
+                row["community_policy"] = policy
+                results["ncs"].append(row)
+                print(json.dumps(row), flush=True)
     if not args.skip_retrieval:
         for n_items in args.retrieval_sizes or plan["retrieval"]:
             row = bench_retrieval(n_items, plan["queries"], args.seed, args.spread, args.query_noise, rounds=args.rounds)

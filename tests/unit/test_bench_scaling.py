@@ -62,3 +62,19 @@ def test_skipped_section_is_carried_over_from_the_same_mode(tmp_path):
     assert all(len(row["dual_ms_rounds"]) == 1 for row in second["retrieval"])
     other = module.main(["--small", "--out", str(tmp_path), "--skip-ncs", "--skip-retrieval"])
     assert other["ncs"] == [] and "carried_over" not in other  # a different mode's numbers are never mixed in
+
+
+def test_community_policies_side_by_side_with_partition_quality(tmp_path):
+    """Both community policies per size in one run, each with the maintained partition's modularity next to
+    a fresh Leiden run's: a policy that stopped re-partitioning would show up here, not only in its timing."""
+    module = load_script("bench_scaling")
+    results = module.main(["--tiny", "--skip-retrieval", "--out", str(tmp_path), "--community-local-from", "0", "--community-local-fraction", "0.1",
+                           "--community-policies", "configured", "global_only"])
+    rows = results["ncs"]
+    assert [(row["n_nodes"], row["community_policy"]) for row in rows] == [
+        (n, policy) for n in module.SIZES["tiny"]["ncs"] for policy in ("configured", "global_only")]
+    for row in rows:
+        local = row["community_policy"] == "configured"
+        assert row["community_settings"]["local_active"] is local
+        assert (row["community_local_reruns"] > 0) is local, row
+        assert 0.5 < row["modularity_maintained"] <= row["modularity_fresh_leiden"] + 0.05, row

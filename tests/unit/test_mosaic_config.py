@@ -40,7 +40,8 @@ NON_DEFAULT: dict[str, object] = {
     "retrieval.hnsw_ef_construction": 40, "retrieval.seed": 7, "retrieval.with_source_turns": True,
     "graph.assoc_threshold": 0.6, "graph.assoc_top_n": 3,
     "communities.resolution": 0.5, "communities.rerun_fraction": 0.1, "communities.rerun_every": 3, "communities.min_nodes_for_rerun": 2,
-    "communities.n_iterations": 3, "communities.seed": 7, "communities.local_rerun_fraction": 0.5, "communities.local_min_size": 4,
+    "communities.n_iterations": 3, "communities.seed": 7, "communities.local_rerun_fraction": 0.25, "communities.local_min_size": 4,
+    "communities.local_from_nodes": 50, "communities.backstop_rerun_fraction": 0.5,
 }  # fmt: skip
 
 # a key the runner's check refuses raises ConfigKeyError; a value a constructor refuses comes through Hydra's

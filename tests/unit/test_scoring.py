@@ -338,7 +338,7 @@ def test_local_rerun_splits_only_the_community_that_changed():
         for y in a[i + 1:]:
             graph.link(x, y)
     graph.link("z0", "z1")  # a second, untouched community
-    communities = Communities(seed=0, min_nodes_for_rerun=1000, local_rerun_fraction=0.5, local_min_size=4)
+    communities = Communities(seed=0, min_nodes_for_rerun=1000, local_rerun_fraction=0.5, local_min_size=4, local_from_nodes=0)
     communities.update(graph, set(graph.assoc.nodes))
     untouched = communities.of("z0")
     b = [f"b{i}" for i in range(5)]
@@ -350,3 +350,58 @@ def test_local_rerun_splits_only_the_community_that_changed():
     assert communities.stats["leiden_runs"] == 1 and communities.stats["local_reruns"] >= 1
     assert len({communities.of(x) for x in a}) == 1 and len({communities.of(x) for x in b}) == 1
     assert communities.of("a1") != communities.of("b1") and communities.of("z0") == untouched
+
+
+def _random_block_among_cliques(seed: int = 0) -> tuple[HandGraph, list[str]]:
+    """A 30-node random block (p = 0.5, no inner structure) among 20 ten-node cliques, weakly chained."""
+    rng = random.Random(seed)
+    graph = HandGraph()
+    block = [f"r{i}" for i in range(30)]
+    for i, x in enumerate(block):
+        for y in block[i + 1:]:
+            if rng.random() < 0.5:
+                graph.link(x, y)
+    for c in range(20):
+        clique = [f"c{c}_{i}" for i in range(10)]
+        for i, x in enumerate(clique):
+            for y in clique[i + 1:]:
+                graph.link(x, y)
+        graph.link(clique[0], block[c], weight=0.1)
+    return graph, block
+
+
+def test_local_rerun_keeps_a_community_without_inner_structure_whole():
+    graph, block = _random_block_among_cliques()
+    # the reason for the global null model: Leiden on the block alone, by the block's own modularity, splits it
+    import igraph as ig
+    import leidenalg
+
+    index = {x: i for i, x in enumerate(block)}
+    sub = graph.assoc.subgraph(block)
+    alone = leidenalg.find_partition(ig.Graph(n=len(block), edges=[(index[a], index[b]) for a, b in sub.edges]),
+                                     leidenalg.RBConfigurationVertexPartition, seed=0)
+    assert len(alone) > 1
+
+    communities = Communities(seed=0, min_nodes_for_rerun=10_000, local_rerun_fraction=0.5, local_min_size=4, local_from_nodes=0)
+    communities.update(graph, set(graph.assoc.nodes))
+    assert len({communities.of(x) for x in block}) == 1
+    for i in range(0, 30, 2):  # re-weight edges inside the block until half of it changed
+        changed = graph.link(block[i], block[(i + 7) % 30], weight=1.0)
+        communities.update(graph, changed)
+    assert communities.stats["local_reruns"] >= 1 and communities.stats["leiden_runs"] == 1
+    assert len({communities.of(x) for x in block}) == 1
+
+
+def test_local_reruns_wait_for_local_from_nodes_and_node_strengths_stay_exact():
+    graph, block = _random_block_among_cliques()
+    small = Communities(seed=0, rerun_fraction=1.0, local_rerun_fraction=0.5, local_min_size=4, local_from_nodes=10_000)
+    active = Communities(seed=0, rerun_fraction=1.0, local_rerun_fraction=0.5, local_min_size=4, local_from_nodes=0)
+    for communities in (small, active):
+        communities.update(graph, set(graph.assoc.nodes))
+    for i in range(12):  # new nodes hang off the block; some edges inside it get heavier
+        changed = graph.link(f"n{i}", block[i], weight=0.7) | graph.link(block[i], block[i + 1], weight=2.0)
+        for communities in (small, active):
+            communities.update(graph, changed)
+    assert small.stats["local_reruns"] == 0 and active.stats["local_reruns"] >= 1
+    expected = sum(strength for _, strength in graph.assoc.degree(weight="weight"))
+    assert active._total_strength == pytest.approx(expected)
