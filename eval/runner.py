@@ -159,7 +159,9 @@ def latency_summary(latencies_s: list[float]) -> dict[str, float | int]:
 
 
 def build_system(cfg: DictConfig, llm: Any, embedder: Any, run_dir: Path) -> Any:
-    workdir = run_dir / "system"
+    # absolute: results_dir is relative to the start folder, and systems start servers in folders of their
+    # own (Letta runs with its home as cwd and HOME), where a relative path would name another place
+    workdir = (run_dir / "system").resolve()
     workdir.mkdir(parents=True, exist_ok=True)
     system_cfg = OmegaConf.to_container(cfg.system, resolve=True)
     assert isinstance(system_cfg, dict)

@@ -146,3 +146,13 @@ def test_paper_llm_preset_composes_and_names_the_paper_model():
     assert cfg.llm.base_url.startswith("https://") and "api_key" not in cfg.llm
     client = instantiate(cfg.llm, cache_path=None)
     assert client.api_base.endswith("/compatible-mode/v1") and client.model_id == "qwen3.5-plus"
+
+
+def test_systems_get_an_absolute_workdir_from_a_relative_results_dir(tmp_path, monkeypatch):
+    """results_dir is relative (Hydra multirun needs that); a server started elsewhere (Letta's cwd and
+    HOME are its own folder) must still find the run folder, so build_system hands systems an absolute path."""
+    monkeypatch.chdir(tmp_path)
+    cfg = _compose(["system=rag", "results_dir=results"])
+    system = build_system(cfg, SchemaFakeLLM(), HashEmbedder(), run_dir_for(cfg))
+    workdir = Path(system.workdir)  # rag keeps the folder it was given
+    assert workdir.is_absolute() and workdir == tmp_path / run_dir_for(cfg) / "system"
