@@ -19,6 +19,7 @@ def test_small_mode_writes_scaling_json_and_plots(tmp_path):
     module.main(["--small", "--out", str(tmp_path)])
     results = json.loads((tmp_path / "scaling.json").read_text())
     assert results["mode"] == "small" and results["data"]["ncs"] and results["data"]["retrieval"]
+    assert len(results["code"]["git_sha"]) == 40  # the file names the code it measured
     assert [row["n_nodes"] for row in results["ncs"]] == module.SIZES["small"]["ncs"]
     for row in results["ncs"]:
         # NCS rescores a neighbourhood, a full recompute all of V (published: 16x at 1k, 2,200x at 100k)
