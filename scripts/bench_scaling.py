@@ -440,6 +440,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--community-policies", nargs="+", choices=["configured", "global_only"], default=["configured"],
                         help="NCS rows per size: the configured community policy and/or global Leiden re-runs only, side by side")
     parser.add_argument("--ncs-sizes", type=int, nargs="*", help="override the mode's NCS sizes")
+    parser.add_argument("--writes", type=int, default=None,
+                        help="timed writes per NCS size (default: the mode's); more lets rare events (local re-runs at 100k) fall in the window")
     parser.add_argument("--retrieval-sizes", type=int, nargs="*", help="override the mode's retrieval sizes")
     parser.add_argument("--spread", type=float, default=0.75, help="item noise around its community centroid")
     parser.add_argument("--query-noise", type=float, default=0.5, help="query noise around a stored item")
@@ -484,7 +486,7 @@ def main(argv: list[str] | None = None) -> dict:
         policies = {"configured": chosen, "global_only": {**chosen, "local_rerun_fraction": 0.0}}
         for n_nodes in args.ncs_sizes or plan["ncs"]:
             for policy in args.community_policies:
-                row = bench_ncs(n_nodes, plan["updates"], args.full_updates, args.seed, args.links, args.refresh_every,
+                row = bench_ncs(n_nodes, args.writes or plan["updates"], args.full_updates, args.seed, args.links, args.refresh_every,
                                 args.push_epsilon, community_kwargs=policies[policy])
                 row["community_policy"] = policy
                 results["ncs"].append(row)
