@@ -46,6 +46,9 @@ import faiss
 import networkx as nx
 import numpy as np
 
+# this checkout's code, not whichever checkout the virtualenv's editable install points at (a worktree)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
 from eval.provenance import code_version  # noqa: E402 (after the thread settings above)
 from mosaic.communities import Communities  # noqa: E402
 from mosaic.retrieval import Retriever  # noqa: E402
