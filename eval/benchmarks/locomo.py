@@ -660,6 +660,16 @@ def _judge_columns(m: dict[str, Any]) -> dict[str, Any]:
     return cells
 
 
+def slice_label(metrics: dict[str, Any]) -> str:
+    """What a run covered, e.g. '1 conv, 3 sessions, 20 q': a quickstart row and a whole-conversation row of
+    one system otherwise read alike in Table 1."""
+    chosen = metrics.get("slice", {})
+    parts = [f"{chosen['conversations_selected']} conv" if "conversations_selected" in chosen else "",
+             f"{chosen['sessions_selected']} sessions" if "sessions_selected" in chosen else "",
+             f"{chosen['questions_selected']} q" if "questions_selected" in chosen else ""]
+    return ", ".join(p for p in parts if p) or "?"
+
+
 def locomo_table(metrics_list: list[dict[str, Any]], convention: str | None = None) -> pd.DataFrame:
     if not metrics_list:
         return pd.DataFrame()
@@ -673,7 +683,8 @@ def locomo_table(metrics_list: list[dict[str, Any]], convention: str | None = No
         slices = run_gold_slices(m) or {}
         audited = slices.get("audited_excluded") or {}
         audited_by_label = {labels[int(c)]: cell for c, cell in audited.get("per_category", {}).items()}
-        row: dict[str, Any] = {"system": row_label(m), "convention": convention, "headline gold": m.get("gold", "original")}
+        row: dict[str, Any] = {"system": row_label(m), "slice": slice_label(m), "convention": convention,
+                               "headline gold": m.get("gold", "original")}
         for label in categories:
             cell = by_label.get(label, {})
             row[f"{label} J"] = format_ci(cell.get("judge"))

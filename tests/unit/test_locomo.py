@@ -301,6 +301,9 @@ def test_metrics_dict_and_table(tmp_path):
     assert metrics["tokens_per_query"]["mean"] == 15  # FakeLLM: 10 prompt + 5 completion per answer
     table = LoCoMoBenchmark.make_table([metrics])
     assert table.loc["rag", "convention"] == "locomo" and table.loc["rag", "multi-hop n"] == 2
+    chosen = metrics["slice"]  # the slice column tells a quickstart row from a whole-conversation row of one system
+    assert table.loc["rag", "slice"] == (f"{chosen['conversations_selected']} conv, {chosen['sessions_selected']} sessions, "
+                                         f"{chosen['questions_selected']} q")
     relabelled = LoCoMoBenchmark.make_table([metrics], "mem0")  # category 1 is single-hop under Mem0's labels
     assert relabelled.loc["rag", "single-hop n"] == 2 and relabelled.loc["rag", "paper (reported) overall J"] == ""
     paper = copy.deepcopy(metrics)
@@ -372,7 +375,7 @@ def test_make_tables_script_builds_from_metrics_files(tmp_path):
     assert list(tables) == ["locomo", "locomo_judge_gold"]  # plus the judge-and-gold view
     assert "| full_context |" in tables["locomo"] and "| rag |" in tables["locomo"] and "'mem0'" in tables["locomo"]
     csv_text = (tmp_path / "tables" / "locomo.csv").read_text()
-    assert csv_text.startswith("system,convention") and "single-hop J" in csv_text
+    assert csv_text.startswith("system,slice,convention") and "single-hop J" in csv_text
     assert "\\begin{table}" in (tmp_path / "tables" / "locomo.tex").read_text()
     (root / "locomo" / "rag" / "none" / "hash" / "metrics.json").write_text("{")
     with pytest.raises(SystemExit, match="metrics.json: line 1"):
