@@ -34,6 +34,15 @@ import leidenalg
 import networkx as nx
 
 
+def weighted_igraph(assoc: nx.Graph, ids: list[str]) -> ig.Graph:
+    """The subgraph of ``assoc`` on ``ids`` as an igraph (vertex i = ids[i]) with edge weights (default 1)."""
+    index = {entity_id: i for i, entity_id in enumerate(ids)}
+    sub = assoc.subgraph(ids)
+    graph = ig.Graph(n=len(ids), edges=[(index[a], index[b]) for a, b in sub.edges])
+    graph.es["weight"] = [float(data.get("weight", 1.0)) for _, _, data in sub.edges(data=True)]
+    return graph
+
+
 class HasAssociationGraph(Protocol):
     """The part of MemoryGraph that communities need."""
 
@@ -192,10 +201,7 @@ class Communities:
         self._dirty_by_community[community] = 0
         if self._total_strength <= 0:
             return
-        index = {entity_id: i for i, entity_id in enumerate(ids)}
-        sub = assoc.subgraph(ids)
-        igraph = ig.Graph(n=len(ids), edges=[(index[a], index[b]) for a, b in sub.edges])
-        igraph.es["weight"] = [float(data.get("weight", 1.0)) for _, _, data in sub.edges(data=True)]
+        igraph = weighted_igraph(assoc, ids)
         partition = leidenalg.find_partition(
             igraph, leidenalg.CPMVertexPartition, weights="weight",
             node_sizes=[self._strength.get(entity_id, 0.0) for entity_id in ids],

@@ -50,7 +50,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from eval.provenance import code_version  # noqa: E402 (after the thread settings above)
-from mosaic.communities import Communities  # noqa: E402
+from mosaic.communities import Communities, weighted_igraph  # noqa: E402
 from mosaic.retrieval import Retriever  # noqa: E402
 from mosaic.scoring import NodeScorer  # noqa: E402
 
@@ -109,13 +109,10 @@ def partition_quality(assoc: nx.Graph, communities: Communities, seed: int) -> d
 
     Timing alone would reward a policy that stops re-partitioning; this says what it costs in quality.
     """
-    import igraph as ig
     import leidenalg
 
     ids = sorted(assoc.nodes)
-    index = {entity_id: i for i, entity_id in enumerate(ids)}
-    graph = ig.Graph(n=len(ids), edges=[(index[a], index[b]) for a, b in assoc.edges])
-    graph.es["weight"] = [float(data.get("weight", 1.0)) for _, _, data in assoc.edges(data=True)]
+    graph = weighted_igraph(assoc, ids)
     maintained = [communities.of(entity_id) for entity_id in ids]
     fresh = leidenalg.find_partition(graph, leidenalg.RBConfigurationVertexPartition, weights="weight",
                                      resolution_parameter=communities.resolution, n_iterations=communities.n_iterations, seed=seed)
