@@ -195,7 +195,9 @@ class ConflictDetector:
     ``enabled`` (false: the memory runs without save-time checks), ``use_belief`` (also resolve held
     values of a slot that the gate's committed belief abandoned), ``judge_min_similarity`` (null: off,
     the paper's behaviour; a cosine: the LLM is asked only when the nearest candidate reaches it, a
-    write-cost switch).
+    write-cost switch), ``judge`` (``always``: every check that reaches step 3 asks the LLM, the paper's
+    behaviour; ``proposed``: the LLM only confirms a clash the extraction call proposed, a write-cost
+    variant that needs ``extract.held_facts`` >= 1).
     """
 
     def __init__(
@@ -218,6 +220,7 @@ class ConflictDetector:
         numeric_tolerance: float = 0.02,
         use_belief: bool = True,
         judge_min_similarity: float | None = None,
+        judge: Literal["always", "proposed"] = "always",
     ) -> None:
         self.llm = llm
         self.enabled = bool(enabled)
@@ -228,6 +231,9 @@ class ConflictDetector:
             raise ValueError(f"conflict.k={k} must be >= 1 (to run without conflict checks set conflict.enabled=false)")
         if int(n_facts) < 1:
             raise ValueError(f"conflict.n_facts={n_facts} must be >= 1 (facts shown to the LLM per check)")
+        if judge not in ("always", "proposed"):
+            raise ValueError(f"conflict.judge must be 'always' or 'proposed', got {judge!r}")
+        self.judge = judge
         self.mode = mode
         self.n_facts = int(n_facts)
         self.min_similarity = float(min_similarity)
@@ -248,7 +254,7 @@ class ConflictDetector:
                              f"{min_similarity}: it would never skip a call (null switches it off)")
         self.last_trace: dict[str, Any] = {}  # what the last check saw and scored (for miss analysis)
         self.stats: dict[str, int] = {"checks": 0, "no_candidates": 0, "numeric_hits": 0, "llm_calls": 0, "llm_hits": 0,
-                                      "skipped_far": 0, "update": 0, "reject": 0, "flag": 0}  # fmt: skip
+                                      "skipped_far": 0, "skipped_unproposed": 0, "update": 0, "reject": 0, "flag": 0}  # fmt: skip
 
     # -- candidates ------------------------------------------------------------------
     def _new_vector(self, new: Entity, graph: CandidateGraph) -> np.ndarray:
@@ -347,19 +353,22 @@ class ConflictDetector:
         return out
 
     # -- the check -------------------------------------------------------------------
-    def check(self, new: Entity, graph: CandidateGraph) -> list[ConflictDecision]:
-        """Real conflicts between ``new`` and held entities (at most one; the policy is applied)."""
-        decisions = self._check(new, graph)
+    def check(self, new: Entity, graph: CandidateGraph, proposed: list[Entity] | None = None) -> list[ConflictDecision]:
+        """Real conflicts between ``new`` and held entities (at most one; the policy is applied).
+
+        ``proposed``: held entities the extraction call said ``new`` clashes with (``judge: proposed``)."""
+        decisions = self._check(new, graph, proposed or [])
         self.stats["checks"] += 1
         self.stats["llm_calls"] += int(self.last_trace.get("llm_calls", 0))
         self.stats["no_candidates"] += int(not self.last_trace.get("candidates"))
         self.stats["skipped_far"] += int(self.last_trace.get("decided_by") == "far")
+        self.stats["skipped_unproposed"] += int(self.last_trace.get("decided_by") == "not_proposed")
         for d in decisions:
             self.stats[d.verdict] += 1
             self.stats["numeric_hits" if self.last_trace.get("decided_by") == "numeric" else "llm_hits"] += 1
         return decisions
 
-    def _check(self, new: Entity, graph: CandidateGraph) -> list[ConflictDecision]:
+    def _check(self, new: Entity, graph: CandidateGraph, proposed: list[Entity]) -> list[ConflictDecision]:
         self.last_trace = {"new_id": new.entity_id, "llm_calls": 0}
         cands = self.candidates(new, graph)
         self.last_trace["candidates"] = [(e.entity_id, round(s, 4)) for e, s in cands]
@@ -385,6 +394,17 @@ class ConflictDetector:
             self.last_trace["decided_by"] = "far"
             return []
         facts = [e for e, _ in cands[: self.n_facts]]
+        if self.judge == "proposed":
+            # write-cost variant (issue 19): the extraction call already read the held facts nearest the
+            # turn and proposed none for this entity, so no judgement is asked; a proposed clash is
+            # confirmed by the calibrated judge with the proposed fact first (the one NLI mode blames)
+            proposed = [e for e in proposed if e.entity_id != new.entity_id and e.status in ACTIVE_STATUSES]
+            self.last_trace["proposed"] = [e.entity_id for e in proposed]
+            if not proposed:
+                self.last_trace["decided_by"] = "not_proposed"
+                return []
+            ids = {e.entity_id for e in proposed}
+            facts = (proposed + [e for e in facts if e.entity_id not in ids])[: self.n_facts]
         score, pick, messages, answer = self._ask(new, facts)
         self.last_trace["llm_calls"] = 1
         self.last_trace.update({"facts": [f.entity_id for f in facts], "score": score, "pick": pick})

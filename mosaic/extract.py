@@ -58,9 +58,31 @@ FEW_SHOT: list[dict[str, str]] = [
 
 FIELDS = ("fact", "type", "who", "attr", "value", "when", "cert", "spec")
 
+# Write-cost variant (issue 19, ``held_facts`` > 0): the facts memory already holds nearest the turn
+# are shown, numbered, and each extracted fact names the one it changes or rules out ("clash"), so
+# that the save-time conflict check asks the LLM only to confirm proposed clashes instead of judging
+# every new fact. A separate prompt and example, so the default prompt (and every cached call made
+# with it) is unchanged.
+HELD_PROMPT = (
+    "\nMemory lists facts already held, numbered. clash: the number of the Memory fact that this fact "
+    "changes, reverses or rules out (both cannot be true now), else 0. Do not repeat Memory facts."
+)
+HELD_FEW_SHOT: list[dict[str, str]] = [
+    {"role": "user", "content": (
+        "Session date: 2023-05-08\nMemory:\n1. Jon has one cat\n2. Jon teaches math at Lincoln High\n"
+        "Message from Jon: Hey! We adopted a second cat last week, and I started coaching the chess club.")},
+    {"role": "assistant", "content": (
+        '{"facts":[{"fact":"Jon adopted a second cat last week","type":"event","who":"Jon","attr":"number of cats","value":"2",'
+        '"when":"last week","cert":"stated","spec":"exact","clash":1},{"fact":"Jon coaches the chess club","type":"persona",'
+        '"who":"Jon","attr":"hobby","value":"chess club coach","when":"","cert":"stated","spec":"exact","clash":0}]}'
+    )},
+    FEW_SHOT[2],
+    FEW_SHOT[3],
+]
 
-def extraction_schema(max_entities: int) -> dict[str, Any]:
-    item = {
+
+def extraction_schema(max_entities: int, held_facts: int = 0) -> dict[str, Any]:
+    item: dict[str, Any] = {
         "type": "object",
         "properties": {
             "fact": {"type": "string"},
@@ -74,6 +96,9 @@ def extraction_schema(max_entities: int) -> dict[str, Any]:
         },
         "required": list(FIELDS),
     }
+    if held_facts > 0:
+        item["properties"]["clash"] = {"type": "integer", "minimum": 0, "maximum": held_facts}
+        item["required"] = [*FIELDS, "clash"]
     return {
         "type": "object",
         "properties": {"facts": {"type": "array", "items": item, "maxItems": max_entities}},
@@ -213,10 +238,18 @@ class ExtractionResult:
     entities: list[Entity] = field(default_factory=list)
     prerequisites: list[tuple[int, int]] = field(default_factory=list)  # (src index, dst index) into entities
     failures: int = 0
+    # held_facts > 0: entity index -> index into the held facts shown, for each fact the LLM said clashes
+    proposed_clashes: dict[int, int] = field(default_factory=dict)
 
 
 class EntityExtractor:
-    """One json_schema LLM call per turn -> validated, time-resolved Entities with their source turn id."""
+    """One json_schema LLM call per turn -> validated, time-resolved Entities with their source turn id.
+
+    ``held_facts`` > 0 (write-cost variant, off by default): the caller passes up to that many held
+    facts nearest the turn, the prompt shows them, and each fact may name one it clashes with
+    (``ExtractionResult.proposed_clashes``); a fact that restates a held one rather than the message
+    is dropped like one copied from the previous message.
+    """
 
     def __init__(
         self,
@@ -226,6 +259,7 @@ class EntityExtractor:
         context_chars: int = 0,
         max_fact_chars: int = 300,
         copy_margin: float = 0.5,
+        held_facts: int = 0,
     ) -> None:
         self.llm = llm
         self.max_entities = int(max_entities)
@@ -233,27 +267,44 @@ class EntityExtractor:
         self.context_chars = int(context_chars)
         self.max_fact_chars = int(max_fact_chars)
         self.copy_margin = float(copy_margin)  # see copied_from_previous
-        self.system_prompt = SYSTEM_PROMPT.format(max_entities=self.max_entities)
-        self.schema = extraction_schema(self.max_entities)
+        self.held_facts = int(held_facts)
+        if self.held_facts < 0:
+            raise ValueError(f"extract.held_facts={held_facts} must be >= 0 (0: the paper's extraction, no held facts shown)")
+        self.system_prompt = SYSTEM_PROMPT.format(max_entities=self.max_entities) + (HELD_PROMPT if self.held_facts else "")
+        self.few_shot = HELD_FEW_SHOT if self.held_facts else FEW_SHOT
+        self.schema = extraction_schema(self.max_entities, self.held_facts)
         self.stats = Tally((
             "turns", "calls_failed", "entities", "dropped_empty", "dropped_duplicate", "dropped_from_previous",
-            "dropped_over_cap", "fixed_subject", "fixed_label", "times_resolved", "times_unresolved",
+            "dropped_from_memory", "dropped_over_cap", "fixed_subject", "fixed_label", "times_resolved",
+            "times_unresolved", "turns_with_held_facts", "proposed_clashes",
         ))  # shared by namespaces that run.workers may write at once
 
-    def messages(self, turn: Turn, session_time: str | None, previous: Turn | None) -> list[dict[str, str]]:
+    def messages(
+        self, turn: Turn, session_time: str | None, previous: Turn | None, held: list[str] | None = None
+    ) -> list[dict[str, str]]:
         session = parse_session_time(session_time)
         lines = [f"Session date: {session.date().isoformat() if session else (session_time or 'unknown')}"]
         if previous is not None and self.context_chars > 0:
             lines.append(f"Previous message ({previous.speaker}): {previous.text[: self.context_chars]}")
+        if held:
+            lines.append("Memory:")
+            lines.extend(f"{i}. {text}" for i, text in enumerate(held, start=1))
         lines.append(f"Message from {turn.speaker}: {turn.text}")
-        return [{"role": "system", "content": self.system_prompt}, *FEW_SHOT, {"role": "user", "content": "\n".join(lines)}]
+        return [{"role": "system", "content": self.system_prompt}, *self.few_shot, {"role": "user", "content": "\n".join(lines)}]
 
-    def extract(self, turn: Turn, session_time: str | None = None, previous: Turn | None = None) -> ExtractionResult:
-        """Entities of one turn; an LLM failure yields no entities and one counted failure."""
+    def extract(
+        self, turn: Turn, session_time: str | None = None, previous: Turn | None = None, held: list[str] | None = None
+    ) -> ExtractionResult:
+        """Entities of one turn; an LLM failure yields no entities and one counted failure.
+
+        ``held``: texts of held facts to show (only with ``held_facts`` > 0; at most that many are shown)."""
         self.stats.add("turns")
         session_time = session_time or turn.session_time
+        held = list(held or [])[: self.held_facts]
+        if held:
+            self.stats.add("turns_with_held_facts")
         try:
-            raw = self.llm.chat_json(self.messages(turn, session_time, previous), self.schema, max_tokens=self.max_tokens, purpose="extraction")
+            raw = self.llm.chat_json(self.messages(turn, session_time, previous, held), self.schema, max_tokens=self.max_tokens, purpose="extraction")
             facts = raw["facts"] if isinstance(raw, dict) else None
             if not isinstance(facts, list):
                 raise LLMOutputError(f"extraction output has no 'facts' list: {str(raw)[:200]!r}")
@@ -261,9 +312,11 @@ class EntityExtractor:
             self.stats.add("calls_failed")
             log.warning("extraction failed for turn %s: %s", turn.turn_id, err)
             return ExtractionResult(failures=1)
-        return self._clean(facts, turn, session_time, previous)
+        return self._clean(facts, turn, session_time, previous, held)
 
-    def _clean(self, facts: list[Any], turn: Turn, session_time: str | None, previous: Turn | None = None) -> ExtractionResult:
+    def _clean(
+        self, facts: list[Any], turn: Turn, session_time: str | None, previous: Turn | None = None, held: list[str] | None = None
+    ) -> ExtractionResult:
         result = ExtractionResult()
         session = parse_session_time(session_time)
         # ISO session time, so that "newer" is a plain string comparison for the conflict policy
@@ -285,6 +338,10 @@ class EntityExtractor:
                 # the previous message is shown for context ("yes, I did"); a fact that restates it
                 # belongs to that turn (which has its own extraction), not to this one
                 self.stats.add("dropped_from_previous")
+                continue
+            if held and copied_from_previous(text, turn.text, " ".join(held), self.copy_margin):
+                # a held fact shown for the clash proposal, repeated rather than said in this message
+                self.stats.add("dropped_from_memory")
                 continue
             key = text.lower()
             if key in seen:
@@ -310,6 +367,10 @@ class EntityExtractor:
                 elif when.lower() not in turn.text.lower():
                     when = ""  # not copied from the message (a small model writes "previous message"): drop it
             index = len(result.entities)
+            clash = _clash_index(raw.get("clash"), len(held or []))
+            if clash is not None:
+                result.proposed_clashes[index] = clash
+                self.stats.add("proposed_clashes")
             result.entities.append(
                 Entity(
                     entity_id=_entity_id(turn, index, text),
@@ -371,6 +432,15 @@ def prerequisite_pairs(entities: list[Entity]) -> list[tuple[int, int]]:
         root = anchors[0] if anchors else indices[0]
         pairs.extend((root, i) for i in indices if i != root)
     return pairs
+
+
+def _clash_index(raw: Any, n_held: int) -> int | None:
+    """0-based index of the held fact a "clash" field names (1..n_held), None for 0, junk or out of range."""
+    try:
+        number = int(raw)
+    except (TypeError, ValueError):
+        return None
+    return number - 1 if 1 <= number <= n_held else None
 
 
 def _entity_id(turn: Turn, index: int, text: str) -> str:

@@ -133,6 +133,10 @@ class MosaicMemory:
         self.extractor: EntityExtractor = _built("extract", extract, llm=llm)
         self.gate: ConfidenceGate = _built("gate", gate, llm=llm)
         self._prototype = self._new_namespace()  # builds every per-namespace part once: bad config fails here
+        detector = self._prototype.detector
+        if detector is not None and detector.judge == "proposed" and self.extractor.held_facts < 1:
+            raise ConfigKeyError("system.conflict.judge=proposed confirms clashes the extraction call proposes, so it needs "
+                                 "system.extract.held_facts >= 1 (ablation=fused_conflict sets both)")
         try:
             self._prototype.retriever.check_dim(int(embedder.dim))
         except ValueError as err:
@@ -199,7 +203,8 @@ class MosaicMemory:
         # the previous turn is conversational context only within one session: a message from
         # another session (or a probe written after a restored context) is not what this one answers
         previous = space.last_turn if space.last_turn is not None and space.last_turn.session_time == session_time else None
-        extraction = self.extractor.extract(turn, session_time, previous=previous)
+        held = self._held_for_proposal(space, turn) if check_conflicts else []
+        extraction = self.extractor.extract(turn, session_time, previous=previous, held=[e.text for e in held])
         space.last_turn = dataclasses.replace(turn, session_time=session_time)
         space.turns[turn.turn_id] = {"speaker": turn.speaker, "text": turn.text, "session_time": session_time}
         report.failures += extraction.failures
@@ -220,7 +225,8 @@ class MosaicMemory:
                 self.stats.add("queued")
                 continue
             entity.importance = entity.confidence if self.importance == "rho" else float(self.importance)
-            applied = self._commit(space, entity, vector, report, competing=decision.competing, check=check_conflicts)
+            proposed = [held[extraction.proposed_clashes[index]]] if index in extraction.proposed_clashes else []
+            applied = self._commit(space, entity, vector, report, competing=decision.competing, check=check_conflicts, proposed=proposed)
             if applied is not None:
                 changed |= applied
                 committed[index] = entity.entity_id
@@ -244,13 +250,25 @@ class MosaicMemory:
         })
         return report
 
+    def _held_for_proposal(self, space: _Namespace, turn: Turn) -> list[Entity]:
+        """Write-cost variant (``extract.held_facts`` > 0): the active entities nearest the turn's text that
+        the extraction call is shown, so it can propose which one a new fact clashes with. None when
+        off, when there is no conflict check, or when nothing held is as similar as a conflict candidate."""
+        if self.extractor.held_facts <= 0 or space.detector is None or len(space.graph) == 0:
+            return []
+        nearest = space.graph.nearest(space.graph.embed(turn.text), self.extractor.held_facts)
+        return [entity for entity, similarity in nearest if similarity >= space.detector.min_similarity]
+
     def _commit(
-        self, space: _Namespace, entity: Entity, vector: Any, report: AddReport, competing: list[str] = (), check: bool = True
+        self, space: _Namespace, entity: Entity, vector: Any, report: AddReport, competing: list[str] = (), check: bool = True,
+        proposed: list[Entity] | None = None,
     ) -> set[str] | None:
-        """Run the conflict check (unless ``check`` is off) and apply its decisions; returns changed ids, or None if rejected."""
+        """Run the conflict check (unless ``check`` is off) and apply its decisions; returns changed ids, or None if rejected.
+
+        ``proposed``: held entities the extraction call said this one clashes with (``conflict.judge: proposed``)."""
         graph = space.graph
         detector = space.detector if check else None
-        decisions = detector.check(entity, graph) if detector is not None else []
+        decisions = detector.check(entity, graph, proposed=proposed) if detector is not None else []
         if detector is not None:
             held = [graph.entity(i) for i in competing if i in graph]
             decisions += detector.belief_decisions(entity, held, {d.old_id for d in decisions})
@@ -567,8 +585,8 @@ class MosaicMemory:
 
 
 # The save-time check's own counters that say what it cost: checks run, LLM judgements made, and the
-# checks decided without the LLM (no candidate, numeric rule, the judge radius).
-CHECK_COUNTERS = ("checks", "no_candidates", "numeric_hits", "llm_calls", "llm_hits", "skipped_far")
+# checks decided without the LLM (no candidate, numeric rule, the judge radius, no clash proposed).
+CHECK_COUNTERS = ("checks", "no_candidates", "numeric_hits", "llm_calls", "llm_hits", "skipped_far", "skipped_unproposed")
 
 
 def _histogram_summary(histogram: Counter[int]) -> dict[str, Any]:

@@ -232,3 +232,23 @@ def test_judge_radius_skips_only_far_candidates():
 def test_judge_radius_below_candidate_floor_is_refused():
     with pytest.raises(ValueError, match="judge_min_similarity"):
         ConflictDetector(FakeLLM(lambda m, s: "x"), min_similarity=0.3, judge_min_similarity=0.2)
+
+
+def test_judge_proposed_confirms_only_what_extraction_proposed():
+    """conflict.judge=proposed (write-cost variant): no proposal, no LLM call (counted); a proposal is judged
+    with the proposed fact shown first and blamed; the numeric rule still decides without any proposal."""
+    graph = _graph(RULES)
+    claim = Entity("n", "Noah Berg joined the Sunday group ride alone, without a parent.", "event", session_time="2024-02-01")
+    llm = LogprobLLM({"false": 0.9, "unknown": 0.05, "true": 0.05})
+    detector = ConflictDetector(llm, judge="proposed")
+    assert detector.check(claim, graph) == [] and llm.requests == []
+    assert detector.last_trace["decided_by"] == "not_proposed" and detector.stats["skipped_unproposed"] == 1
+    rule = graph.entity("e1")
+    [decision] = detector.check(claim, graph, proposed=[rule])
+    assert decision.old_id == "e1" and len(llm.requests) == 1 and detector.stats["llm_calls"] == 1
+    assert "Facts:\n- Riders under 16 may only join group rides with a parent." in llm.requests[0]["messages"][-1]["content"]
+    numbers = Entity("m", "Beginners ride 30 km on their first outing and can build up to a maximum of 60 km per ride.", "persona",
+                     session_time="2024-02-01")
+    assert [d.conflict_type for d in detector.check(numbers, graph)] == ["numeric"] and len(llm.requests) == 1
+    with pytest.raises(ValueError, match="judge"):
+        ConflictDetector(llm, judge="sometimes")

@@ -128,3 +128,40 @@ def test_a_fact_restating_the_previous_message_is_dropped():
     # the margin decides: 4 of 5 content words from the previous message, 1 from this one (0.8 - 0.2 = 0.6)
     mixed = "Members renew a loan online for cents"
     assert copied_from_previous(mixed, message, previous, margin=0.6) and not copied_from_previous(mixed, message, previous, margin=0.61)
+
+
+def test_held_facts_are_shown_and_clash_proposals_parsed():
+    """Write-cost variant (extract.held_facts): the held facts appear numbered in the prompt, the schema asks
+    for a clash number, a valid number becomes a proposal, 0 / out of range / junk do not, and a fact
+    copied from the held facts rather than said in the message is dropped. Invented text (a bakery)."""
+    held = ["Lio bakes rye bread on Saturdays", "Lio's bakery opens at 7am"]
+    reply = {"facts": [
+        {"fact": "Lio bakes rye bread on Sundays now", "type": "persona", "who": "Lio", "attr": "rye day", "value": "Sunday",
+         "when": "", "cert": "stated", "spec": "exact", "clash": 1},
+        {"fact": "Lio hired an apprentice named Tova", "type": "event", "who": "Lio", "attr": "staff", "value": "Tova",
+         "when": "", "cert": "stated", "spec": "exact", "clash": 7},
+        {"fact": "Lio's bakery opens at 7am", "type": "persona", "who": "Lio", "attr": "opening", "value": "7am",
+         "when": "", "cert": "stated", "spec": "exact", "clash": 0},
+    ]}
+    llm = FakeLLM(lambda m, s: reply)
+    ex = EntityExtractor(llm, max_entities=3, held_facts=2)
+    turn = Turn("D3:1", "Lio", "I bake the rye on Sundays now, and I hired an apprentice, Tova.")
+    result = ex.extract(turn, "2023-05-08", held=[*held, "a third held fact beyond the cap"])
+    prompt = llm.requests[0]["messages"][-1]["content"]
+    assert "Memory:\n1. Lio bakes rye bread on Saturdays\n2. Lio's bakery opens at 7am\nMessage from Lio:" in prompt
+    assert "third held fact" not in prompt  # at most held_facts are shown
+    item = llm.requests[0]["schema"]["properties"]["facts"]["items"]
+    assert "clash" in item["required"] and item["properties"]["clash"]["maximum"] == 2
+    assert [e.text for e in result.entities] == ["Lio bakes rye bread on Sundays now", "Lio hired an apprentice named Tova"]
+    assert result.proposed_clashes == {0: 0}  # clash 7 is out of range: no proposal
+    assert ex.stats["dropped_from_memory"] == 1 and ex.stats["proposed_clashes"] == 1 and ex.stats["turns_with_held_facts"] == 1
+
+
+def test_default_extraction_has_no_held_facts_or_clash_field():
+    llm = FakeLLM(lambda m, s: {"facts": []})
+    ex = EntityExtractor(llm)
+    ex.extract(_turn(), None, held=["ignored: held_facts is 0"])
+    assert "Memory" not in llm.requests[0]["messages"][-1]["content"] and "Memory" not in ex.system_prompt
+    assert "clash" not in llm.requests[0]["schema"]["properties"]["facts"]["items"]["properties"]
+    with pytest.raises(ValueError, match="held_facts"):
+        EntityExtractor(llm, held_facts=-1)

@@ -49,9 +49,11 @@ class ScriptedDetector(ConflictDetector):
         super().__init__(llm, **kwargs)
         self.verdict = verdict
         self.calls = 0
+        self.proposed: list[list[str]] = []  # held ids the extraction proposed, per check
 
-    def check(self, new: Entity, graph) -> list[ConflictDecision]:
+    def check(self, new: Entity, graph, proposed=None) -> list[ConflictDecision]:
         self.calls += 1
+        self.proposed.append([e.entity_id for e in proposed or []])
         if self.verdict is None:
             return []
         return [ConflictDecision(new.entity_id, old.entity_id, self.verdict, "numeric", f"{old.value} vs {new.value}", 1.0)
@@ -212,3 +214,38 @@ def test_previous_turn_is_context_only_within_its_session(tmp_path):
     mem.restore("c", state)
     _add(mem, "c", "P:1", "I work as a nurse.", when="2024-01-01")  # e.g. a probe after a restored context
     assert "Previous message" not in [r for r in llm.requests if r["purpose"] == "extraction"][-1]["messages"][-1]["content"]
+
+
+def test_fused_variant_shows_held_facts_and_hands_proposals_to_the_check(tmp_path):
+    """extract.held_facts + conflict.judge=proposed: the second turn's extraction sees the held fact, its clash
+    number reaches the detector as that held entity; the first turn (empty memory) shows none."""
+    def fused(messages, schema):
+        if "Memory:" in messages[-1]["content"]:
+            assert "1. Ana has 2 dogs" in messages[-1]["content"]
+            return {"facts": [{"fact": "Ana has 3 dogs", "type": "persona", "who": "Ana", "attr": "number of dogs", "value": "3",
+                               "when": "", "cert": "stated", "spec": "exact", "clash": 1}]}
+        return responder(messages, schema)
+
+    built: list[ScriptedDetector] = []
+
+    def detector(llm):
+        built.append(ScriptedDetector(llm, "update", judge="proposed"))
+        return built[-1]
+
+    llm = FakeLLM(fused)
+    mem = MosaicMemory(llm=llm, embedder=BowEmbedder(), workdir=tmp_path, retrieval=partial(Retriever, mode="exact", top_k=5),
+                       conflict=detector, extract=partial(EntityExtractor, held_facts=3))
+    _add(mem, "c", "D1:1", "I have two dogs.", when="2023-05-08")
+    _add(mem, "c", "D2:1", "We have three dogs now.", when="2023-06-08")
+    held_id = mem.snapshot("c")["graph"]["entities"][0]["entity_id"]
+    assert built[-1].proposed == [[], [held_id]]
+    prompts = [r["messages"][-1]["content"] for r in llm.requests if r["purpose"] == "extraction"]
+    assert "Memory:" not in prompts[0] and "Memory:" in prompts[1]
+
+
+def test_judge_proposed_without_held_facts_is_refused(tmp_path):
+    from core.config_check import ConfigKeyError
+
+    with pytest.raises(ConfigKeyError, match="held_facts"):
+        MosaicMemory(llm=FakeLLM(responder), embedder=BowEmbedder(), workdir=tmp_path,
+                     conflict=partial(ConflictDetector, judge="proposed"))

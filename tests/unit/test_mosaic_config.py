@@ -23,13 +23,14 @@ CONF = Path(__file__).resolve().parents[2] / "conf"
 NON_DEFAULT: dict[str, object] = {
     "name": "mosaic_b", "persist": False, "search_weight": 0.35, "search_pool_factor": 3, "search_pool_extra": 2, "importance": 0.5,
     "extract.max_entities": 4, "extract.max_tokens": 111, "extract.context_chars": 50, "extract.max_fact_chars": 99, "extract.copy_margin": 0.25,
+    "extract.held_facts": 2,
     "gate.enabled": False, "gate.rho_min": 0.7, "gate.delta": 0.5, "gate.weights": (0.5, 0.25, 0.25), "gate.rule_weight": 0.6,
     "gate.new_value_prior": 0.3, "gate.likelihood_floor": 0.1, "gate.llm_assessment": False, "gate.max_tokens": 55,
     "conflict.enabled": True, "conflict.k": 10, "conflict.n_facts": 10, "conflict.mode": "pick", "conflict.threshold": 0.5,
     "conflict.min_similarity": 0.1, "conflict.numeric_similarity": 0.8, "conflict.numeric_tolerance": 0.05,
     "conflict.duplicate_similarity": 0.9, "conflict.reject_margin": 0.3, "conflict.use_numeric_rule": False, "conflict.use_llm": False,
     "conflict.explain": True, "conflict.max_explain_tokens": 20, "conflict.top_logprobs": 5, "conflict.use_belief": False,
-    "conflict.judge_min_similarity": 0.4,
+    "conflict.judge_min_similarity": 0.4, "conflict.judge": "proposed",
     "scoring.alpha": 0.4, "scoring.beta": 0.4, "scoring.gamma": 0.1, "scoring.damping": 0.9, "scoring.prereq_weight": 0.5,
     "scoring.power_tol": 1e-6, "scoring.max_power_iterations": 50, "scoring.ncs": False, "scoring.refresh_every": 100,
     "scoring.drift_tolerance": 0.05, "scoring.push_epsilon": 0.001, "scoring.refresh_per_node": 0.1, "scoring.max_interval_scale": 4.0,
@@ -120,6 +121,7 @@ def test_the_conflict_switch_removes_the_detector(tmp_path):
         (["system.conflict.k=-1"], r"system\.conflict: conflict\.k=-1 must be >= 1"),
         (["system.retrieval.mode=ivf"], r"system\.retrieval: retrieval\.mode must be one of"),
         (["system.importance=often"], r"system\.importance"),
+        (["system.conflict.judge=proposed"], r"system\.conflict\.judge=proposed .* needs system\.extract\.held_facts >= 1"),
         (["system=rag", "+system.no_such_knob=1"], r"system\.no_such_knob: unknown key for baselines\.rag\.RagMemory"),
         (["system=full_context", "system.chars_per_token=many"], r"system\.chars_per_token='many' does not fit"),
     ],
@@ -135,3 +137,10 @@ def test_the_retriever_is_built_at_start(tmp_path):
         _build(["system.retrieval.hnsw_m=0"], tmp_path)
     with pytest.raises(REFUSED, match=r"system.retrieval: retrieval: lsh_tables\*lsh_bits = 24\*17 exceeds the vector size 384"):
         _build(["system.retrieval.lsh_bits=17"], tmp_path)
+
+
+def test_the_fused_conflict_variant_sets_both_of_its_keys_and_builds(tmp_path):
+    memory = _build(["ablation=fused_conflict"], tmp_path)
+    assert memory.extractor.held_facts >= 1 and memory._space("ns").detector.judge == "proposed"
+    default = _build([], tmp_path / "default")
+    assert default.extractor.held_facts == 0 and default._space("ns").detector.judge == "always"  # the paper's write path

@@ -1,0 +1,154 @@
+"""Paired comparison of two finished runs over the same items: what a variant changed, with a CI.
+
+Two rows of a table each carry their own bootstrap CI, but whether a variant is better or worse
+than its base is a question about the *difference* on the same questions (or conflict cases), and
+paired resampling answers it with a much narrower interval than two overlapping CIs suggest. This
+module reads run folders as ``eval.runner`` writes them and makes no LLM call:
+
+- LoCoMo runs: per-question judge correctness and token F1 (``judgements.jsonl``,
+  ``predictions.jsonl``), overall and per category;
+- conflict-suite runs: per-case detection (strict, conflicting probes) and false alarm (lenient,
+  non-conflicting probes), from ``cases.jsonl``;
+- both: what the write path cost per ingested turn (calls, tokens, seconds), by purpose.
+
+The paired bootstrap resamples item indices (the same index for both runs) through
+``eval.metrics.bootstrap``, the harness's one bootstrap.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from eval.metrics import bootstrap, bootstrap_ci, resampled_mean, token_f1
+
+
+def _jsonl(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        raise FileNotFoundError(f"{path} is missing: is {path.parent} a finished run folder (run.py writes it)?")
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def run_kind(run_dir: Path) -> str:
+    """'locomo' or 'conflict' (what the run's metrics.json says it measured)."""
+    metrics = json.loads((Path(run_dir) / "metrics.json").read_text())
+    return str(metrics.get("benchmark") or metrics.get("metadata", {}).get("benchmark"))
+
+
+def locomo_outcomes(run_dir: Path) -> dict[str, dict[str, Any]]:
+    """question key -> {correct (0/1, the judge), f1 (token F1 with the gold answer), category}."""
+    run_dir = Path(run_dir)
+    judged = {row["key"]: row for row in _jsonl(run_dir / "judgements.jsonl")}
+    out: dict[str, dict[str, Any]] = {}
+    for row in _jsonl(run_dir / "predictions.jsonl"):
+        verdict = judged.get(row["key"])
+        if verdict is None or verdict.get("correct") is None:
+            continue  # unjudged (a judge failure): not comparable
+        out[row["key"]] = {"correct": float(bool(verdict["correct"])), "f1": token_f1(row.get("prediction"), row.get("gold")),
+                           "category": row.get("category")}
+    return out
+
+
+def conflict_outcomes(run_dir: Path) -> dict[str, dict[str, Any]]:
+    """case id -> {detected (conflicting probes, strict) or false_alarm (the others, lenient), type}."""
+    out: dict[str, dict[str, Any]] = {}
+    for row in _jsonl(Path(run_dir) / "cases.jsonl"):
+        if row.get("conflict"):
+            out[row["id"]] = {"detected": float(bool(row["detected_strict"])), "type": row.get("type")}
+        else:
+            out[row["id"]] = {"false_alarm": float(bool(row["detected_lenient"])), "type": None}
+    return out
+
+
+def paired_difference(base: dict[str, float], other: dict[str, float], n_samples: int = 2000, seed: int = 0) -> dict[str, Any]:
+    """Mean of ``other - base`` over the keys both have, with a paired percentile-bootstrap CI."""
+    keys = sorted(set(base) & set(other))
+    diffs = np.array([other[k] - base[k] for k in keys], dtype=float)
+    stat = bootstrap(resampled_mean, diffs, n_samples=n_samples, seed=seed, n=len(keys))
+    stat["base"] = float(np.mean([base[k] for k in keys])) if keys else None
+    stat["other"] = float(np.mean([other[k] for k in keys])) if keys else None
+    return stat
+
+
+def _column(outcomes: dict[str, dict[str, Any]], field: str, where: Any = None) -> dict[str, float]:
+    return {k: v[field] for k, v in outcomes.items() if field in v and (where is None or where(v))}
+
+
+def compare_locomo(base_dir: Path, other_dir: Path, n_samples: int = 2000, seed: int = 0) -> dict[str, Any]:
+    """Judge accuracy and F1, overall and per category: each run's value and the paired difference."""
+    base, other = locomo_outcomes(base_dir), locomo_outcomes(other_dir)
+    out: dict[str, Any] = {"n_shared": len(set(base) & set(other)), "only_base": len(set(base) - set(other)),
+                           "only_other": len(set(other) - set(base))}  # fmt: skip
+    for field in ("correct", "f1"):
+        out[field] = paired_difference(_column(base, field), _column(other, field), n_samples, seed)
+    categories = sorted({v["category"] for v in base.values() if v["category"] is not None})
+    out["per_category"] = {
+        str(c): paired_difference(_column(base, "correct", lambda v, c=c: v["category"] == c),
+                                  _column(other, "correct", lambda v, c=c: v["category"] == c), n_samples, seed)
+        for c in categories
+    }
+    return out
+
+
+def compare_conflict(base_dir: Path, other_dir: Path, n_samples: int = 2000, seed: int = 0) -> dict[str, Any]:
+    """Detection and false-alarm rates: each run's value and the paired difference over the same cases."""
+    base, other = conflict_outcomes(base_dir), conflict_outcomes(other_dir)
+    return {"n_shared": len(set(base) & set(other)),
+            "detected": paired_difference(_column(base, "detected"), _column(other, "detected"), n_samples, seed),
+            "false_alarm": paired_difference(_column(base, "false_alarm"), _column(other, "false_alarm"), n_samples, seed)}
+
+
+def write_cost(run_dir: Path) -> dict[str, Any]:
+    """What a checked write cost per turn: LLM calls (all and by purpose), tokens, seconds, and how many calls
+    the response cache served (a cached call costs no LLM time, so seconds then understate a cold run).
+
+    LoCoMo runs: every ingested turn (``ingest.jsonl``). Conflict-suite runs: the probes, the suite's
+    checked writes (``cases.jsonl``; the suite records calls and seconds per probe, not tokens)."""
+    run_dir = Path(run_dir)
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    sha = metrics.get("metadata", {}).get("git_sha")
+    if not (run_dir / "ingest.jsonl").exists():
+        cases = _jsonl(run_dir / "cases.jsonl")
+        n = max(len(cases), 1)
+        purposes: dict[str, float] = {}
+        for case in cases:
+            for purpose, count in (case.get("llm_calls_by_purpose") or {}).items():
+                purposes[purpose] = purposes.get(purpose, 0.0) + count
+        return {"unit": "probe", "turns": len(cases), "calls_per_turn": sum(int(c.get("llm_calls", 0)) for c in cases) / n,
+                "tokens_per_turn": None, "seconds_per_turn": sum(float(c.get("seconds") or 0) for c in cases) / n,
+                "by_purpose_per_turn": {p: {"calls": v / n} for p, v in sorted(purposes.items())}, "git_sha": sha}
+    rows = _jsonl(run_dir / "ingest.jsonl")
+    turns = sum(int(r.get("n_turns", 0)) for r in rows)
+    seconds = sum(sum(r.get("add_latency_s") or []) for r in rows)
+    calls = prompt = completion = cached = 0
+    by_purpose: dict[str, dict[str, float]] = {}
+    for r in rows:
+        usage = r.get("usage_metered") or r.get("usage_reported") or {}
+        calls += int(usage.get("calls", 0))
+        prompt += int(usage.get("prompt_tokens", 0))
+        completion += int(usage.get("completion_tokens", 0))
+        cached += int((r.get("usage_reported") or {}).get("cached_calls", 0))
+        for purpose, u in (usage.get("by_purpose") or {}).items():
+            into = by_purpose.setdefault(purpose, {"calls": 0.0, "tokens": 0.0})
+            into["calls"] += u.get("calls", 0)
+            into["tokens"] += u.get("prompt_tokens", 0) + u.get("completion_tokens", 0)
+    n = max(turns, 1)
+    return {
+        "unit": "turn",
+        "turns": turns,
+        "calls_per_turn": calls / n,
+        "tokens_per_turn": (prompt + completion) / n,
+        "completion_tokens_per_turn": completion / n,
+        "seconds_per_turn": seconds / n if seconds else None,
+        "cached_call_share": cached / calls if calls else None,
+        "by_purpose_per_turn": {p: {k: v / n for k, v in u.items()} for p, u in sorted(by_purpose.items())},
+        "git_sha": sha,
+    }
+
+
+def rate(outcomes: dict[str, float]) -> dict[str, Any]:
+    """Unpaired mean and CI of one run's 0/1 outcomes (for the side-by-side columns)."""
+    return bootstrap_ci(list(outcomes.values()))

@@ -1,0 +1,89 @@
+"""eval.compare and scripts/compare_runs: paired differences over shared items, write cost per turn."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from eval.compare import compare_conflict, compare_locomo, paired_difference, write_cost
+from scripts.compare_runs import main as compare_main
+
+
+def _write(path, rows):
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def _locomo_run(tmp_path, name, correct, calls=10, turns=5, seconds=(2.0, 3.0), cached=0):
+    run = tmp_path / name
+    run.mkdir()
+    (run / "metrics.json").write_text(json.dumps({"benchmark": "locomo", "metadata": {"git_sha": "abc"}}))
+    keys = [f"conv-x:q{i}" for i in range(len(correct))]
+    _write(run / "predictions.jsonl", [{"key": k, "category": 1 + i % 2, "prediction": "red bike" if c else "blue car", "gold": "red bike"}
+                                       for i, (k, c) in enumerate(zip(keys, correct))])  # fmt: skip
+    _write(run / "judgements.jsonl", [{"key": k, "correct": bool(c)} for k, c in zip(keys, correct)])
+    usage = {"calls": calls, "prompt_tokens": 900, "completion_tokens": 100, "cached_calls": cached,
+             "by_purpose": {"extraction": {"calls": turns, "prompt_tokens": 400, "completion_tokens": 100},
+                            "conflict": {"calls": calls - turns, "prompt_tokens": 500, "completion_tokens": 0}}}  # fmt: skip
+    _write(run / "ingest.jsonl", [{"key": "conv-x", "n_turns": turns, "usage_reported": usage, "usage_metered": usage,
+                                   "add_latency_s": list(seconds)}])  # fmt: skip
+    return run
+
+
+def test_paired_difference_uses_shared_keys_and_pairs_the_resamples():
+    base = {"a": 0.0, "b": 1.0, "c": 1.0, "d": 0.0}
+    other = {"a": 1.0, "b": 1.0, "c": 1.0, "d": 1.0, "e": 0.0}  # "e" has no partner: left out
+    stat = paired_difference(base, other, n_samples=500)
+    assert stat["n"] == 4 and stat["mean"] == pytest.approx(0.5) and stat["base"] == 0.5 and stat["other"] == 1.0
+    assert 0.0 <= stat["ci_low"] <= 0.5 <= stat["ci_high"] <= 1.0
+    same = paired_difference(base, dict(base))
+    assert (same["mean"], same["ci_low"], same["ci_high"]) == (0.0, 0.0, 0.0)  # identical runs: no spread at all
+
+
+def test_locomo_runs_compare_by_question_and_category(tmp_path):
+    base = _locomo_run(tmp_path, "base", [1, 0, 0, 1, 0, 0])
+    other = _locomo_run(tmp_path, "other", [1, 1, 0, 1, 0, 1], calls=7)  # both gains in category 2
+    result = compare_locomo(base, other, n_samples=300)
+    assert result["n_shared"] == 6 and result["correct"]["mean"] == pytest.approx(2 / 6)
+    assert result["f1"]["mean"] == pytest.approx(2 / 6)  # the right answer is the gold text: F1 1 vs 0
+    assert set(result["per_category"]) == {"1", "2"} and result["per_category"]["2"]["mean"] == pytest.approx(2 / 3)
+    assert result["per_category"]["1"]["mean"] == 0.0
+    cost = write_cost(other)
+    assert cost["calls_per_turn"] == pytest.approx(7 / 5) and cost["tokens_per_turn"] == pytest.approx(200)
+    assert cost["seconds_per_turn"] == pytest.approx(1.0) and cost["by_purpose_per_turn"]["conflict"]["calls"] == pytest.approx(2 / 5)
+
+
+def test_conflict_runs_compare_detection_and_false_alarms(tmp_path):
+    runs = {}
+    for name, hits in (("base", (True, False, False)), ("other", (True, True, True))):
+        run = tmp_path / name
+        run.mkdir()
+        (run / "metrics.json").write_text(json.dumps({"benchmark": "conflict", "llm_calls_per_case": {"mean": 2.0}}))
+        _write(run / "cases.jsonl", [
+            {"id": "c1", "conflict": True, "type": "numeric", "detected_strict": hits[0], "detected_lenient": hits[0], "llm_calls": 2,
+             "llm_calls_by_purpose": {"extraction": 1, "conflict": 1}, "seconds": 1.0},
+            {"id": "c2", "conflict": True, "type": "logical", "detected_strict": hits[1], "detected_lenient": hits[1], "llm_calls": 1,
+             "llm_calls_by_purpose": {"extraction": 1}, "seconds": 1.0},
+            {"id": "n1", "conflict": False, "detected_strict": False, "detected_lenient": hits[2], "llm_calls": 1,
+             "llm_calls_by_purpose": {"extraction": 1}, "seconds": 1.0},
+        ])  # fmt: skip
+        runs[name] = run
+    result = compare_conflict(runs["base"], runs["other"], n_samples=200)
+    assert result["detected"]["mean"] == pytest.approx(0.5) and result["detected"]["n"] == 2
+    assert result["false_alarm"]["mean"] == pytest.approx(1.0) and result["false_alarm"]["n"] == 1
+    cost = write_cost(runs["other"])
+    assert cost["unit"] == "probe" and cost["calls_per_turn"] == pytest.approx(4 / 3) and cost["tokens_per_turn"] is None
+
+
+def test_the_script_writes_json_and_table_and_refuses_mixed_benchmarks(tmp_path):
+    base = _locomo_run(tmp_path, "base", [1, 0])
+    other = _locomo_run(tmp_path, "other", [1, 1])
+    out = tmp_path / "out" / "cmp.json"
+    result = compare_main([str(base), str(other), "--out", str(out), "--samples", "100"])
+    assert json.loads(out.read_text())["comparisons"][0]["quality"]["correct"]["mean"] == result["comparisons"][0]["quality"]["correct"]["mean"]
+    assert "judge - base" in out.with_suffix(".md").read_text()
+    conflict = tmp_path / "conflict"
+    conflict.mkdir()
+    (conflict / "metrics.json").write_text(json.dumps({"benchmark": "conflict"}))
+    with pytest.raises(ValueError, match="compare runs of one benchmark"):
+        compare_main([str(base), str(conflict)])
