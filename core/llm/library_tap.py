@@ -7,7 +7,8 @@ the harness's ``LLMClient``. ``LibraryLLMTap.install`` wraps that client's
 * is counted (calls, prompt/completion tokens as the server reports them, latency) in the
   tap's own meter and in the harness LLM's meter, under ``purpose`` (e.g. ``mem0.extract``);
 * is answered from the harness's SQLite response cache when the identical request was made
-  before, so re-running a table costs nothing, as for every other system;
+  before, so re-running a table costs nothing, as for every other system (unusable responses are
+  not cached, except a greedy request's cut-off output, which the server would write again);
 * optionally runs at a fixed temperature/seed (the harness default is temperature 0) and,
   when the library sends no ``max_tokens``, with a cap so a looping small model stops.
 
@@ -46,6 +47,22 @@ def unusable(response: dict[str, Any], request: dict[str, Any]) -> str | None:
         except json.JSONDecodeError:
             return "structured output is not valid JSON"
     return None
+
+
+def replayable_cut_off(response: dict[str, Any], request: dict[str, Any]) -> bool:
+    """A structured output cut off at max_tokens by a greedy (temperature 0) request: the server writes the
+    same tokens again when asked again, so the failure is cached and replayed instead of repaid. On a
+    2-core machine one such call (a small model looping to graphiti's 2,048-token cap) costs ~7 minutes,
+    and a resumed run would otherwise pay it again for nothing. Other unusable responses (empty, broken
+    JSON that stopped on its own) may be transient and are still asked again."""
+    choice = (response.get("choices") or [{}])[0] or {}
+    content = (choice.get("message") or {}).get("content") or ""
+    return (
+        bool(request.get("response_format"))
+        and choice.get("finish_reason") == "length"
+        and bool(content.strip())
+        and request.get("temperature") == 0
+    )
 
 
 class LibraryLLMTap:
@@ -103,9 +120,12 @@ class LibraryLLMTap:
             request["max_tokens"] = self.max_tokens
         key = request_key({"library": self.library, **request}) if self._cache else None
         hit = self._cache.get(key) if self._cache and key else None
-        if hit is not None and unusable(hit, request) is None:
+        if hit is not None and (unusable(hit, request) is None or replayable_cut_off(hit, request)):
             response = ChatCompletion.model_validate(hit)
             latency = 0.0
+            if unusable(hit, request):  # a cached greedy cut-off: the library fails on it as it did live
+                self.invalid_responses += 1
+                log.warning("%s: replaying a cached cut-off output (temperature 0 writes it again)", self.library)
         else:
             started = time.perf_counter()
             send = {**request, "timeout": self.timeout_s} if self.timeout_s and "timeout" not in request else request
@@ -113,10 +133,11 @@ class LibraryLLMTap:
             latency = time.perf_counter() - started
             dumped = response.model_dump(mode="json")
             problem = unusable(dumped, request)
-            if problem:  # handed to the library (it has its own error handling), counted, never cached
+            replay = bool(problem) and replayable_cut_off(dumped, request)
+            if problem:  # handed to the library (it has its own error handling) and counted
                 self.invalid_responses += 1
-                log.warning("%s: %s; not cached", self.library, problem)
-            elif self._cache and key:
+                log.warning("%s: %s; %s", self.library, problem, "cached for replay (greedy)" if replay else "not cached")
+            if (replay or not problem) and self._cache and key:
                 self._cache.put(key, dumped)
             hit = None
         usage = response.usage

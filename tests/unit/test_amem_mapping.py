@@ -202,3 +202,35 @@ def test_library_tap_sends_its_timeout_outside_the_cache_key(tmp_path: Path):
         tap.install(client)
         client.chat.completions.create(**request)
     assert [r["timeout"] for r in sent] == [1800.0]  # second tap: same request, answered from the cache
+
+
+def test_library_tap_replays_a_greedy_cut_off_output_but_asks_again_otherwise(tmp_path: Path):
+    """A structured output cut off at max_tokens at temperature 0 is cached (the server would write it again),
+    so a resumed run replays the library's failure instead of repaying it; at temperature 1 it is asked again."""
+    from openai.types.chat import ChatCompletion
+
+    from core.llm import ResponseCache
+    from core.llm.library_tap import LibraryLLMTap
+
+    def client(sent: list[dict[str, Any]]) -> Any:
+        def create(**request):
+            sent.append(dict(request))
+            return ChatCompletion.model_validate({
+                "id": "c1", "object": "chat.completion", "created": 0, "model": request["model"],
+                "choices": [{"index": 0, "finish_reason": "length", "message": {"role": "assistant", "content": '{"edges": [{"a": "b"}, {"a": "b"'}}],
+                "usage": {"prompt_tokens": 10, "completion_tokens": 2048, "total_tokens": 2058},
+            })  # fmt: skip
+
+        return SimpleNamespace(chat=SimpleNamespace(completions=SimpleNamespace(create=create)))
+
+    request = {"model": "m", "messages": [{"role": "user", "content": "extract"}], "response_format": {"type": "json_object"}}
+    for temperature, expected_sends in ((0.0, 1), (1.0, 2)):
+        sent: list[dict[str, Any]] = []
+        cache = ResponseCache(tmp_path / f"cache_{temperature}.sqlite")
+        for _ in range(2):  # the second tap stands for a resumed run with the same cache
+            tap = LibraryLLMTap("graphiti", served_llm_stub(cache=cache), purpose="zep.extract_edges", temperature=temperature)
+            the_client = client(sent)
+            tap.install(the_client)
+            response = the_client.chat.completions.create(**dict(request))
+            assert response.choices[0].finish_reason == "length" and tap.invalid_responses == 1
+        assert len(sent) == expected_sends
