@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from eval.metrics import bootstrap, bootstrap_ci, resampled_mean, token_f1
+from eval.metrics import bootstrap, resampled_mean, token_f1
 
 
 def _jsonl(path: Path) -> list[dict[str, Any]]:
@@ -147,8 +147,3 @@ def write_cost(run_dir: Path) -> dict[str, Any]:
         "by_purpose_per_turn": {p: {k: v / n for k, v in u.items()} for p, u in sorted(by_purpose.items())},
         "git_sha": sha,
     }
-
-
-def rate(outcomes: dict[str, float]) -> dict[str, Any]:
-    """Unpaired mean and CI of one run's 0/1 outcomes (for the side-by-side columns)."""
-    return bootstrap_ci(list(outcomes.values()))

@@ -120,10 +120,11 @@ class LibraryLLMTap:
             request["max_tokens"] = self.max_tokens
         key = request_key({"library": self.library, **request}) if self._cache else None
         hit = self._cache.get(key) if self._cache and key else None
-        if hit is not None and (unusable(hit, request) is None or replayable_cut_off(hit, request)):
+        hit_problem = unusable(hit, request) if hit is not None else None
+        if hit is not None and (hit_problem is None or replayable_cut_off(hit, request)):
             response = ChatCompletion.model_validate(hit)
             latency = 0.0
-            if unusable(hit, request):  # a cached greedy cut-off: the library fails on it as it did live
+            if hit_problem:  # a cached greedy cut-off: the library fails on it as it did live
                 self.invalid_responses += 1
                 log.warning("%s: replaying a cached cut-off output (temperature 0 writes it again)", self.library)
         else:
