@@ -81,6 +81,24 @@ class ResponseCache:
         except sqlite3.DatabaseError as err:
             raise self._damaged(err) from err
 
+    def items(self) -> list[tuple[str, str]]:
+        """Every (key, stored JSON text) pair, sorted by key: what an archive of the cache holds."""
+        try:
+            with self._lock:
+                return list(self._conn.execute("SELECT key, value FROM responses ORDER BY key"))
+        except sqlite3.DatabaseError as err:
+            raise self._damaged(err) from err
+
+    def put_absent(self, key: str, value_json: str) -> bool:
+        """Store a JSON text under ``key`` unless the key is held; True when it was stored."""
+        try:
+            with self._lock:
+                cursor = self._conn.execute("INSERT OR IGNORE INTO responses VALUES (?, ?)", (key, value_json))
+                self._conn.commit()
+        except sqlite3.DatabaseError as err:
+            raise self._damaged(err) from err
+        return cursor.rowcount == 1
+
     def delete(self, key: str) -> None:
         """Forget one entry (a cached response that no longer passes validation)."""
         try:
