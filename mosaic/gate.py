@@ -10,6 +10,12 @@ slot and the same value): the candidates are the values held for that
 slot plus the new value. The update is Bayes' rule b(t+1)(v) ∝ b(t)(v) · L(v), where the
 likelihood L mixes a rule-based match (does v equal the new value?) with an LLM assessment
 (purpose="belief"). The LLM is asked only when there really are competing values.
+
+A slot is single-valued by construction, but many persona attributes are not (a person has several
+hobbies, friends and feelings at once): on a whole LoCoMo conversation the belief superseded "likes
+painting" with "loves pottery" and queued dozens of compatible facts on entropy. With
+``exclusivity_check`` the same belief call first says whether the values exclude each other; when it
+says they do not, they do not compete (consistency 1, no belief over them, nothing superseded).
 """
 
 from __future__ import annotations
@@ -113,6 +119,21 @@ _BELIEF_SYSTEM = (
 )
 
 
+_EXCLUSIVE_FIELD = (
+    "First set exclusive: true when only one of the values can be true at a time (an amount, the city someone "
+    "lives in, an employer), false when they can all be true together (several hobbies, friends, feelings or "
+    "activities). "
+)
+
+
+@dataclass
+class BeliefAssessment:
+    """The LLM's answer to one belief call: a likelihood per candidate, and (when asked) whether the values exclude each other."""
+
+    likelihood: dict[str, float]
+    exclusive: bool | None = None
+
+
 class ConfidenceGate:
     """Scores, believes and gates entities; holds nothing itself (the queue lives with the memory).
 
@@ -133,6 +154,7 @@ class ConfidenceGate:
         likelihood_floor: float = 0.05,
         llm_assessment: bool = True,
         max_tokens: int = 80,
+        exclusivity_check: bool = False,
     ) -> None:
         if not 0 < rho_min <= 1:
             raise ValueError(f"gate.rho_min={rho_min} must be in (0, 1]")
@@ -148,7 +170,8 @@ class ConfidenceGate:
         self.likelihood_floor = float(likelihood_floor)
         self.llm_assessment = llm_assessment and llm is not None
         self.max_tokens = max_tokens
-        self.stats = Tally(("assessed", "committed", "queued", "llm_calls", "llm_failures"))  # shared by namespaces
+        self.exclusivity_check = bool(exclusivity_check)
+        self.stats = Tally(("assessed", "committed", "queued", "llm_calls", "llm_failures", "not_exclusive"))  # shared by namespaces
 
     # -- likelihoods -----------------------------------------------------------------
     def reliability(self, entity: Entity) -> float:
@@ -161,19 +184,20 @@ class ConfidenceGate:
         hi = min(max(reliability, self.likelihood_floor), 1.0 - self.likelihood_floor)
         return {v: hi if values_match(v, new_value) else 1.0 - hi for v in candidates}
 
-    def llm_likelihood(self, entity: Entity, candidates: list[str]) -> dict[str, float] | None:
-        """The LLM's probability per candidate; None (counted) when it fails or answers off-schema."""
+    def llm_likelihood(self, entity: Entity, candidates: list[str]) -> BeliefAssessment | None:
+        """The LLM's probability per candidate (and, with ``exclusivity_check``, whether the values exclude
+        each other); None (counted) when it fails or answers off-schema."""
         assert self.llm is not None
-        schema = {
-            "type": "object",
-            "properties": {"probabilities": {"type": "array", "items": {"type": "number"}, "minItems": len(candidates), "maxItems": len(candidates)}},
-            "required": ["probabilities"],
-        }
+        properties: dict[str, Any] = {}
+        if self.exclusivity_check:
+            properties["exclusive"] = {"type": "boolean"}  # first, so the model decides it before the numbers
+        properties["probabilities"] = {"type": "array", "items": {"type": "number"}, "minItems": len(candidates), "maxItems": len(candidates)}
+        schema = {"type": "object", "properties": properties, "required": list(properties)}
         listing = "\n".join(f"{i + 1}. {v}" for i, v in enumerate(candidates))
         user = (
             f"Fact: {entity.subject} / {entity.attribute}\nCandidates:\n{listing}\n"
             f"New statement (said {entity.session_time or 'recently'}): {entity.evidence or entity.text}\n"
-            "Probabilities, in candidate order:"
+            + (_EXCLUSIVE_FIELD + "Then the probabilities, in candidate order." if self.exclusivity_check else "Probabilities, in candidate order:")
         )
         self.stats.add("llm_calls")
         try:
@@ -182,6 +206,7 @@ class ConfidenceGate:
                 schema, max_tokens=self.max_tokens, purpose="belief",
             )
             probs = [float(p) for p in out["probabilities"]]
+            exclusive = bool(out["exclusive"]) if self.exclusivity_check else None
         except (LLMOutputError, LLMError, KeyError, TypeError, ValueError) as err:
             self.stats.add("llm_failures")
             log.warning("belief assessment failed for %s: %s", entity.entity_id, err)
@@ -189,7 +214,8 @@ class ConfidenceGate:
         if len(probs) != len(candidates):
             self.stats.add("llm_failures")
             return None
-        return {v: min(max(p, self.likelihood_floor), 1.0 - self.likelihood_floor) for v, p in zip(candidates, probs)}
+        likelihood = {v: min(max(p, self.likelihood_floor), 1.0 - self.likelihood_floor) for v, p in zip(candidates, probs)}
+        return BeliefAssessment(likelihood, exclusive)
 
     # -- the gate --------------------------------------------------------------------
     def assess(self, entity: Entity, held: list[Entity]) -> GateDecision:
@@ -210,11 +236,18 @@ class ConfidenceGate:
         if len(prior) > 1:
             candidates = list(prior)
             likelihood = self.rule_likelihood(candidates, value, self.reliability(entity))
-            if self.enabled and self.llm_assessment:
-                from_llm = self.llm_likelihood(entity, candidates)
+            from_llm = self.llm_likelihood(entity, candidates) if self.enabled and self.llm_assessment else None
+            if from_llm is not None and from_llm.exclusive is False:
+                # compatible values: nothing competes, so the newcomer is consistent and believed outright
+                self.stats.add("not_exclusive")
+                competing = []
+                entity.consistency = 1.0
+                entity.confidence = confidence(entity.directness, entity.consistency, entity.specificity, self.weights)  # type: ignore[arg-type]
+                belief = {value: 1.0}
+            else:
                 if from_llm is not None:
-                    likelihood = {v: self.rule_weight * likelihood[v] + (1 - self.rule_weight) * from_llm[v] for v in candidates}
-            belief = bayes_update(prior, likelihood)
+                    likelihood = {v: self.rule_weight * likelihood[v] + (1 - self.rule_weight) * from_llm.likelihood[v] for v in candidates}
+                belief = bayes_update(prior, likelihood)
         else:
             belief = prior
         entity.belief = {k: round(p, 6) for k, p in belief.items()}

@@ -15,6 +15,15 @@ that rag answers correctly and MOSAIC does not falls in exactly one class, check
    MOSAIC's retrieved items cite no evidence turn (evidence recall 0).
 4. ``retrieved_answered_wrong``: at least one evidence turn was cited by what MOSAIC retrieved.
 
+A second table, ``evidence_reach``, covers *every* question with gold evidence, whoever got it right:
+where MOSAIC's evidence sits (retrieved; held but not retrieved; only queued, rejected or superseded;
+never extracted), and why entities left memory (the superseding rule: the slot belief, the LLM
+judge or the numeric rule; the gate's reason for queueing: belief entropy or rho) with the attributes
+most often involved. With ``--exact-rank`` it also embeds each question with the run's embedder and
+ranks the held entities by plain cosine, splitting "held but not retrieved" into evidence that exact
+search would have put in the top k (lost by the dual path or the node-score rerank) and evidence
+ranked lower even there (the entity's wording does not match the question).
+
 Writes error_analysis.json and error_analysis.md (counts, then a few examples per class) to the
 MOSAIC run folder (or --out) and prints the table. Memories written by older code may lack fields
 (kept turn texts, rejected entities, history source turns): each is read when present.
@@ -23,10 +32,15 @@ MOSAIC run folder (or --out) and prints the table. Memories written by older cod
 from __future__ import annotations
 
 import argparse
+import base64
 import json
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
+
+import numpy as np
+from hydra.utils import instantiate
+from omegaconf import OmegaConf
 
 from core.paths import file_safe_name
 from eval.context import JsonlRows
@@ -147,6 +161,110 @@ def analyse(mosaic_run: Path, rag_run: Path, n_examples: int = 3) -> dict[str, A
     return {"mosaic_run": str(mosaic_run), "rag_run": str(rag_run), "tally": tally, "counts": counts, "labels": CLASSES, "examples": examples}
 
 
+REACH = {
+    "retrieved": "held and retrieved",
+    "held_not_retrieved": "held, not retrieved",
+    "held_not_retrieved_exact_top_k": "held, not retrieved; exact cosine search puts it in the top k",
+    "held_not_retrieved_exact_lower": "held, not retrieved; ranked below k by exact cosine search too",
+    "gated_or_superseded_only": "only queued, rejected or superseded",
+    "never_extracted": "never extracted",
+}
+
+
+def _superseding_rule(entity: dict[str, Any]) -> str:
+    """Which rule superseded an entity, from the reason its last history event records."""
+    reason = str((entity.get("history") or [{}])[-1].get("reason", ""))
+    if reason.startswith("belief over"):
+        return "slot belief"
+    if reason.startswith("LLM"):
+        return "LLM judge"
+    return "numeric or duplicate rule" if reason else "unrecorded"
+
+
+def _top(counter: Counter[str], n: int = 6) -> list[list[Any]]:
+    return [[name, count] for name, count in counter.most_common(n)]
+
+
+def evidence_reach(mosaic_run: Path, encode: Callable[[list[str]], np.ndarray] | None = None, top_k: int | None = None) -> dict[str, Any]:
+    """Where each question's evidence sits in MOSAIC's memory, and why entities left memory (module doc)."""
+    predictions = _rows(mosaic_run, "predictions")
+    memories = _memories(mosaic_run)
+    if top_k is None:
+        metrics = mosaic_run / "metrics.json"
+        top_k = int(json.loads(metrics.read_text()).get("top_k", 10)) if metrics.exists() else 10
+    counts = {name: 0 for name in REACH}
+    held_cache: dict[str, tuple[list[dict[str, Any]], np.ndarray | None]] = {}
+    indexes = {stem: turn_index(state) for stem, state in memories.items()}
+    questions = [row for row in predictions.values() if row.get("evidence")]
+    query_vectors = _unit_rows(encode([str(row.get("question", "")) for row in questions])) if encode and questions else None
+    for i, row in enumerate(questions):
+        stem = file_safe_name(f"locomo:{row.get('sample_id', row['key'].split(':')[0])}")
+        if stem not in memories:
+            raise SystemExit(f"{mosaic_run}/system/mosaic/{stem}.json is missing: the memory of {row.get('sample_id')} was not kept")
+        evidence = set(row["evidence"])
+        retrieved = row.get("retrieved_turn_ids") or [t for item in row.get("retrieved", []) for t in item.get("source_turn_ids", [])]
+        if stem not in held_cache:
+            held = [e for e in memories[stem].get("graph", {}).get("entities", []) if e.get("status", "active") in HELD]
+            held_cache[stem] = (held, _held_vectors(memories[stem], held) if encode else None)
+        held, vectors = held_cache[stem]
+        from_evidence = [j for j, e in enumerate(held) if evidence & set(e.get("source_turn_ids") or [])]
+        if evidence_recall(list(evidence), retrieved):
+            counts["retrieved"] += 1
+        elif from_evidence:
+            counts["held_not_retrieved"] += 1
+            if vectors is not None and query_vectors is not None:
+                ranks = np.argsort(-(vectors @ query_vectors[i]))
+                best = min(int(np.where(ranks == j)[0][0]) for j in from_evidence)
+                counts["held_not_retrieved_exact_top_k" if best < top_k else "held_not_retrieved_exact_lower"] += 1
+        elif indexes[stem].keys() & evidence:
+            counts["gated_or_superseded_only"] += 1
+        else:
+            counts["never_extracted"] += 1
+    superseded: Counter[str] = Counter()
+    superseded_attributes: Counter[str] = Counter()
+    queued: Counter[str] = Counter()
+    queued_attributes: Counter[str] = Counter()
+    for state in memories.values():
+        for entity in state.get("graph", {}).get("entities", []):
+            if entity.get("status") == "superseded":
+                superseded[_superseding_rule(entity)] += 1
+                superseded_attributes[str(entity.get("attribute") or "")] += 1
+        for item in state.get("queue", []):
+            queued["belief entropy > delta" if "entropy" in str(item.get("reason", "")) else "rho < rho_min"] += 1
+            queued_attributes[str(item.get("entity", {}).get("attribute") or "")] += 1
+    if not encode:
+        counts.pop("held_not_retrieved_exact_top_k")
+        counts.pop("held_not_retrieved_exact_lower")
+    return {"questions_with_evidence": len(questions), "top_k": top_k, "counts": counts, "labels": {k: REACH[k] for k in counts},
+            "superseded_by": dict(superseded), "superseded_attributes": _top(superseded_attributes),
+            "queued_because": dict(queued), "queued_attributes": _top(queued_attributes)}
+
+
+def _unit_rows(matrix: np.ndarray) -> np.ndarray:
+    matrix = np.asarray(matrix, dtype=np.float32)
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    return matrix / np.where(norms > 0, norms, 1.0)
+
+
+def _held_vectors(state: dict[str, Any], held: list[dict[str, Any]]) -> np.ndarray:
+    """The stored vectors of the held entities, in order (MemoryGraph.to_dict's base64 float32)."""
+    blobs = state.get("graph", {}).get("vectors", {})
+    missing = [e["entity_id"] for e in held if e["entity_id"] not in blobs]
+    if missing:
+        raise SystemExit(f"the memory has no vector for {missing[0]} (and {len(missing) - 1} more): --exact-rank needs a memory written with vectors")
+    return _unit_rows(np.stack([np.frombuffer(base64.b64decode(blobs[e["entity_id"]]), dtype=np.float32) for e in held]))
+
+
+def reach_markdown(reach: dict[str, Any]) -> list[str]:
+    lines = [f"## Where the evidence of every question sits ({reach['questions_with_evidence']} questions with gold evidence, k = {reach['top_k']})", "",
+             "| evidence | questions |", "|---|---|", *[f"| {label} | {reach['counts'][name]} |" for name, label in reach["labels"].items()], ""]
+    lines.append("Superseded entities by rule: " + ", ".join(f"{k} {v}" for k, v in reach["superseded_by"].items())
+                 + "; most often of attribute: " + ", ".join(f"{a or '(none)'} {n}" for a, n in reach["superseded_attributes"]) + ".  ")
+    lines.append("Queued by the gate because: " + ", ".join(f"{k} {v}" for k, v in reach["queued_because"].items())
+                 + "; most often of attribute: " + ", ".join(f"{a or '(none)'} {n}" for a, n in reach["queued_attributes"]) + ".")
+    return lines + [""]
+
+
 def to_markdown(result: dict[str, Any]) -> str:
     t = result["tally"]
     lines = [
@@ -164,6 +282,8 @@ def to_markdown(result: dict[str, Any]) -> str:
         *[f"| {label} | {result['counts'][name]} |" for name, label in result["labels"].items()],
         "",
     ]
+    if result.get("evidence_reach"):
+        lines += reach_markdown(result["evidence_reach"])
     for name, label in result["labels"].items():
         if not result["examples"][name]:
             continue
@@ -185,8 +305,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("rag_run", type=Path, help="a finished rag LoCoMo run folder over the same questions")
     parser.add_argument("--examples", type=int, default=3, help="examples shown per class")
     parser.add_argument("--out", type=Path, default=None, help="folder for error_analysis.{md,json} (default: the MOSAIC run folder)")
+    parser.add_argument("--exact-rank", action="store_true",
+                        help="embed the questions with the run's embedder and rank held entities by exact cosine (needs the model)")
     args = parser.parse_args(argv)
     result = analyse(args.mosaic_run, args.rag_run, args.examples)
+    result["evidence_reach"] = evidence_reach(args.mosaic_run, _run_embedder(args.mosaic_run).encode if args.exact_rank else None)
     out = args.out or args.mosaic_run
     out.mkdir(parents=True, exist_ok=True)
     (out / "error_analysis.json").write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
@@ -194,6 +317,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     (out / "error_analysis.md").write_text(markdown + "\n", encoding="utf-8")
     print(markdown)
     return result
+
+
+def _run_embedder(run: Path) -> Any:
+    """The embedder the run used (its config.yaml's ``embedder`` block), without its cache."""
+    config = OmegaConf.load(run / "config.yaml")
+    block = OmegaConf.to_container(config.embedder, resolve=False)
+    block.pop("cache_path", None)
+    return instantiate(block)
 
 
 if __name__ == "__main__":

@@ -60,3 +60,40 @@ def test_an_earlier_version_or_a_queued_entity_counts_as_extracted(tmp_path):
              "queue": [{"entity": _entity("q", "hedged", ["D5:1"], status="queued")}]}
     MemoryStore(mosaic / "system" / "mosaic" / "locomo_conv-x.json").save(state)
     assert main([str(mosaic), str(rag), "--out", str(tmp_path / "out")])["counts"]["gated_or_superseded"] == 2
+
+
+def test_evidence_reach_places_every_question_and_names_the_write_path_causes(tmp_path):
+    """Each question with evidence lands in one reach class; exact cosine ranking splits the held-not-retrieved ones."""
+    import base64
+
+    from scripts.error_analysis import evidence_reach
+    from tests.fakes import HashEmbedder
+
+    embedder = HashEmbedder(dim=256)
+    run = tmp_path / "mosaic"
+    run.mkdir()
+    questions = {1: ("where did ann hike", ["D1:1"]), 2: ("what pet does bob keep", []), 3: ("what car does cid drive", []),
+                 4: ("what is dee's hobby", []), 5: ("when did eve move", [])}
+    with open(run / "predictions.jsonl", "w") as out:
+        for n, (question, retrieved) in questions.items():
+            out.write(json.dumps({"key": f"conv-x:q{n}", "sample_id": "conv-x", "question": question, "evidence": [f"D{n}:1"],
+                                  "prediction": "p", "retrieved_turn_ids": retrieved}) + "\n")
+    superseded = _entity("s", "dee paints", ["D4:1"], status="superseded",
+                         history=[{"event": "superseded", "by": "x", "reason": "belief over 'dee / hobby' moved from 'painting' to 'pottery' (p=0.95)"}])
+    superseded["attribute"] = "hobby"
+    entities = [_entity("a", "ann hiked the alps", ["D1:1"]), _entity("b", "what pet does bob keep", ["D2:1"]),
+                _entity("c", "cid bought a red thing", ["D3:1"]), _entity("z", "what car does cid drive daily", ["D9:1"]), superseded]
+    vectors = {e["entity_id"]: base64.b64encode(embedder.encode([e["text"]])[0].tobytes()).decode() for e in entities}
+    queued = _entity("q", "dee likes clay", ["D6:1"], status="queued")
+    queued["attribute"] = "hobby"
+    state = {"graph": {"entities": entities, "vectors": vectors},
+             "queue": [{"entity": queued, "reason": "belief entropy 0.98 bits > delta 0.8"}]}
+    MemoryStore(run / "system" / "mosaic" / "locomo_conv-x.json").save(state)
+
+    reach = evidence_reach(run, embedder.encode, top_k=1)
+    assert reach["counts"] == {"retrieved": 1, "held_not_retrieved": 2, "held_not_retrieved_exact_top_k": 1,
+                               "held_not_retrieved_exact_lower": 1, "gated_or_superseded_only": 1, "never_extracted": 1}
+    assert reach["superseded_by"] == {"slot belief": 1} and reach["superseded_attributes"] == [["hobby", 1]]
+    assert reach["queued_because"] == {"belief entropy > delta": 1} and reach["queued_attributes"] == [["hobby", 1]]
+    without_model = evidence_reach(run, None, top_k=1)
+    assert "held_not_retrieved_exact_top_k" not in without_model["counts"] and without_model["counts"]["held_not_retrieved"] == 2

@@ -145,3 +145,52 @@ def test_rho_exactly_at_rho_min_commits_and_just_below_queues():
     assert at.rho == rho and at.commit
     above = ConfidenceGate(rho_min=math.nextafter(rho, 1.0), weights=W).assess(entity(), [])
     assert not above.commit and above.reason.startswith("rho ")
+
+
+def _hobby(value: str, eid: str) -> Entity:
+    return Entity(eid, f"Ana enjoys {value}.", "persona", subject="Ana", attribute="hobby", value=value, belief={value: 1.0})
+
+
+def test_exclusivity_check_lets_compatible_values_coexist():
+    """The belief call says the values do not exclude each other: nothing competes, the newcomer is believed outright."""
+    asked: list[dict] = []
+
+    def respond(messages, schema):
+        asked.append(schema)
+        return {"exclusive": False, "probabilities": [0.5, 0.5]}
+
+    llm = FakeLLM(respond)
+    gate = ConfidenceGate(llm=llm, exclusivity_check=True)
+    new = _hobby("pottery", "new")
+    decision = gate.assess(new, [_hobby("painting", "old")])
+    assert decision.commit and decision.competing == [] and new.consistency == 1.0 and new.belief == {"pottery": 1.0}
+    assert gate.stats["not_exclusive"] == 1 and llm.usage.by_purpose["belief"]["calls"] == 1
+    assert list(asked[0]["properties"]) == ["exclusive", "probabilities"] and asked[0]["required"] == ["exclusive", "probabilities"]
+
+
+def test_exclusivity_check_keeps_the_belief_when_values_exclude_each_other():
+    llm = FakeLLM(lambda messages, schema: {"exclusive": True, "probabilities": [0.1, 0.9]})
+    gate = ConfidenceGate(llm=llm, rule_weight=0.5, exclusivity_check=True)
+    new = _kids("3", "new")
+    decision = gate.assess(new, [_kids("2", "old")])
+    # the same arithmetic as without the check: L(3) = .5*.95 + .5*.9
+    assert decision.competing == ["old"] and new.belief["3"] == pytest.approx(0.925, abs=1e-6) and gate.stats["not_exclusive"] == 0
+
+
+def test_without_the_check_the_belief_call_is_unchanged():
+    """Default off: the schema and prompt are the ones every published row's cache keys were made with."""
+    seen: list[tuple] = []
+    llm = FakeLLM(lambda messages, schema: seen.append((messages, schema)) or {"probabilities": [0.5, 0.5]})
+    ConfidenceGate(llm=llm).assess(_hobby("pottery", "new"), [_hobby("painting", "old")])
+    messages, schema = seen[0]
+    assert schema == {"type": "object", "properties": {"probabilities": {"type": "array", "items": {"type": "number"}, "minItems": 2, "maxItems": 2}},
+                      "required": ["probabilities"]}
+    assert messages[1]["content"].endswith("Probabilities, in candidate order:") and "exclusive" not in messages[1]["content"]
+
+
+def test_exclusivity_answer_missing_falls_back_to_the_rule():
+    llm = FakeLLM(lambda messages, schema: {"probabilities": [0.1, 0.9]})
+    gate = ConfidenceGate(llm=llm, exclusivity_check=True)
+    new = _kids("3", "new")
+    gate.assess(new, [_kids("2", "old")])
+    assert gate.stats["llm_failures"] == 1 and new.belief["3"] == pytest.approx(0.95, abs=1e-6)

@@ -249,3 +249,22 @@ def test_judge_proposed_without_held_facts_is_refused(tmp_path):
     with pytest.raises(ConfigKeyError, match="held_facts"):
         MosaicMemory(llm=FakeLLM(responder), embedder=BowEmbedder(), workdir=tmp_path,
                      conflict=partial(ConflictDetector, judge="proposed"))
+
+
+def test_exclusivity_check_keeps_compatible_values_held_side_by_side(tmp_path):
+    """When the belief call says the values can all be true, the belief does not supersede the held one."""
+
+    def compatible(messages, schema):
+        if messages[0]["content"].startswith("You judge"):
+            assert list(schema["properties"]) == ["exclusive", "probabilities"]
+            return {"exclusive": False, "probabilities": [0.2, 0.8]}
+        return responder(messages, schema)
+
+    llm = FakeLLM(compatible)
+    mem = MosaicMemory(llm=llm, embedder=BowEmbedder(), workdir=tmp_path, retrieval=partial(Retriever, mode="exact", top_k=5),
+                       conflict=lambda llm: ScriptedDetector(llm, None), gate=partial(ConfidenceGate, exclusivity_check=True))
+    _add(mem, "c", "D1:1", "I have two dogs.", when="2023-05-08")
+    report = _add(mem, "c", "D2:1", "We have three dogs now.", when="2023-06-08")
+    assert report.conflict_events == [] and report.queued == []
+    assert sorted(s.text for s in mem.stored_items("c")) == ["Ana has 2 dogs", "Ana has 3 dogs"]
+    assert report.usage.by_purpose["belief"]["calls"] == 1 and mem.gate.stats["not_exclusive"] == 1

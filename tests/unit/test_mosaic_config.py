@@ -26,6 +26,7 @@ NON_DEFAULT: dict[str, object] = {
     "extract.held_facts": 2,
     "gate.enabled": False, "gate.rho_min": 0.7, "gate.delta": 0.5, "gate.weights": (0.5, 0.25, 0.25), "gate.rule_weight": 0.6,
     "gate.new_value_prior": 0.3, "gate.likelihood_floor": 0.1, "gate.llm_assessment": False, "gate.max_tokens": 55,
+    "gate.exclusivity_check": True,
     "conflict.enabled": True, "conflict.k": 10, "conflict.n_facts": 10, "conflict.mode": "pick", "conflict.threshold": 0.5,
     "conflict.min_similarity": 0.1, "conflict.numeric_similarity": 0.8, "conflict.numeric_tolerance": 0.05,
     "conflict.duplicate_similarity": 0.9, "conflict.reject_margin": 0.3, "conflict.use_numeric_rule": False, "conflict.use_llm": False,
@@ -144,3 +145,9 @@ def test_the_fused_conflict_variant_sets_both_of_its_keys_and_builds(tmp_path):
     assert memory.extractor.held_facts >= 1 and memory._space("ns").detector.judge == "proposed"
     default = _build([], tmp_path / "default")
     assert default.extractor.held_facts == 0 and default._space("ns").detector.judge == "always"  # the paper's write path
+
+
+def test_the_exclusive_slots_variant_switches_only_the_gate_check(tmp_path):
+    memory = _build(["ablation=exclusive_slots"], tmp_path)
+    default = _build([], tmp_path / "default")
+    assert memory.gate.exclusivity_check and not default.gate.exclusivity_check  # the paper's belief: every slot single-valued
