@@ -337,7 +337,10 @@ class MosaicMemory:
             space.retriever.rebuild(space.graph, space.communities)
             space.retriever_dirty = False
         query_vector = space.graph.embed(query)
-        hits = space.retriever.search(query_vector, query, max(self.search_pool_factor * k, k + self.search_pool_extra))
+        pool = max(self.search_pool_factor * k, k + self.search_pool_extra)
+        hits = space.retriever.search(query_vector, query, pool)
+        if space.retriever.match_source_turns:
+            hits = self._with_turn_matches(space, query_vector, hits, pool)
         ranked: list[tuple[float, Entity]] = []
         for entity_id, similarity in hits:
             if entity_id not in space.graph:
@@ -361,6 +364,27 @@ class MosaicMemory:
                 text += self._source_turns(space, e, shown)
             out.append(Retrieved(text=text, score=score, timestamp=e.session_time, source_turn_ids=list(e.source_turn_ids), memory_id=e.entity_id))
         return out
+
+    def _with_turn_matches(self, space: _Namespace, query_vector: Any, hits: list[tuple[str, float]], pool: int) -> list[tuple[str, float]]:
+        """Provenance matching: a held entity's similarity is the best of its own text's and its source turns'.
+
+        The ``pool`` turns nearest the query bring in the held (active or flagged) entities extracted from
+        them; a turn none of whose entities is held brings nothing (memory answers from what it believes),
+        and superseded entities stay out as in every search. Turns are embedded as rag embeds them
+        (``Speaker: text``)."""
+        turns = space.retriever.turns
+        turns.extend({turn_id: f"{row['speaker']}: {row['text']}" for turn_id, row in space.turns.items()}, self.embedder.encode)
+        held_by_turn: dict[str, list[str]] = {}
+        for entity in space.graph.entities():
+            for turn_id in entity.source_turn_ids:
+                held_by_turn.setdefault(turn_id, []).append(entity.entity_id)
+        best = dict(hits)
+        for turn_id, similarity in turns.search(query_vector, pool):
+            for entity_id in held_by_turn.get(turn_id, ()):
+                if similarity > best.get(entity_id, float("-inf")):
+                    best[entity_id] = similarity
+                    space.retriever.stats["turn_matches"] += 1
+        return sorted(best.items(), key=lambda pair: -pair[1])
 
     @staticmethod
     def _source_turns(space: _Namespace, entity: Entity, shown: set[str]) -> str:
@@ -571,6 +595,7 @@ class MosaicMemory:
                 "lsh_confident_hits": int(retrieval.get("lsh_hits", 0)),
                 "llm_routing_fallbacks": int(retrieval.get("llm_fallbacks", 0)),
                 "llm_route_failures": int(retrieval.get("llm_route_failures", 0)),
+                "turn_matches": int(retrieval.get("turn_matches", 0)),
                 "other_fallbacks": {key: int(retrieval.get(key, 0)) for key in ("multiprobe_fallbacks", "centroid_fallbacks", "exact_fallbacks")},
             },
             "ncs": {

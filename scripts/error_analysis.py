@@ -56,7 +56,7 @@ CLASSES = {
 HELD = ("active", "flagged")
 
 
-def _rows(run: Path, name: str) -> dict[str, dict[str, Any]]:
+def rows_by_key(run: Path, name: str) -> dict[str, dict[str, Any]]:
     path = run / f"{name}.jsonl"
     if not path.exists():
         raise SystemExit(f"{path} does not exist: pass a finished LoCoMo run folder (results/runs/locomo/<system>/<ablation>/<hash>/)")
@@ -114,8 +114,8 @@ def _memories(mosaic_run: Path) -> dict[str, dict[str, Any]]:
 
 
 def analyse(mosaic_run: Path, rag_run: Path, n_examples: int = 3) -> dict[str, Any]:
-    mosaic_pred, rag_pred = _rows(mosaic_run, "predictions"), _rows(rag_run, "predictions")
-    mosaic_judge, rag_judge = _rows(mosaic_run, "judgements"), _rows(rag_run, "judgements")
+    mosaic_pred, rag_pred = rows_by_key(mosaic_run, "predictions"), rows_by_key(rag_run, "predictions")
+    mosaic_judge, rag_judge = rows_by_key(mosaic_run, "judgements"), rows_by_key(rag_run, "judgements")
     shared = sorted(set(mosaic_pred) & set(rag_pred) & set(mosaic_judge) & set(rag_judge))
     if not shared:
         raise SystemExit(f"{mosaic_run} and {rag_run} share no judged question: are they runs over the same slice?")
@@ -187,7 +187,7 @@ def _top(counter: Counter[str], n: int = 6) -> list[list[Any]]:
 
 def evidence_reach(mosaic_run: Path, encode: Callable[[list[str]], np.ndarray] | None = None, top_k: int | None = None) -> dict[str, Any]:
     """Where each question's evidence sits in MOSAIC's memory, and why entities left memory (module doc)."""
-    predictions = _rows(mosaic_run, "predictions")
+    predictions = rows_by_key(mosaic_run, "predictions")
     memories = _memories(mosaic_run)
     if top_k is None:
         metrics = mosaic_run / "metrics.json"
@@ -309,7 +309,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                         help="embed the questions with the run's embedder and rank held entities by exact cosine (needs the model)")
     args = parser.parse_args(argv)
     result = analyse(args.mosaic_run, args.rag_run, args.examples)
-    result["evidence_reach"] = evidence_reach(args.mosaic_run, _run_embedder(args.mosaic_run).encode if args.exact_rank else None)
+    result["evidence_reach"] = evidence_reach(args.mosaic_run, run_embedder(args.mosaic_run).encode if args.exact_rank else None)
     out = args.out or args.mosaic_run
     out.mkdir(parents=True, exist_ok=True)
     (out / "error_analysis.json").write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
@@ -319,7 +319,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     return result
 
 
-def _run_embedder(run: Path) -> Any:
+def run_embedder(run: Path) -> Any:
     """The embedder the run used (its config.yaml's ``embedder`` block), without its cache."""
     config = OmegaConf.load(run / "config.yaml")
     block = OmegaConf.to_container(config.embedder, resolve=False)

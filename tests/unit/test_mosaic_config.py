@@ -39,7 +39,7 @@ NON_DEFAULT: dict[str, object] = {
     "retrieval.auto_bits_member_cosine": 0.6, "retrieval.auto_bits_per_bucket": 8.0, "retrieval.confidence_threshold": 0.4,
     "retrieval.vote_ratio": 0.6, "retrieval.max_communities": 3, "retrieval.min_candidates": 10, "retrieval.min_similarity": 0.3,
     "retrieval.route_describe": 5, "retrieval.route_max_tokens": 32, "retrieval.hnsw_m": 16, "retrieval.hnsw_ef_search": 32,
-    "retrieval.hnsw_ef_construction": 40, "retrieval.seed": 7, "retrieval.with_source_turns": True,
+    "retrieval.hnsw_ef_construction": 40, "retrieval.seed": 7, "retrieval.with_source_turns": True, "retrieval.match_source_turns": True,
     "graph.assoc_threshold": 0.6, "graph.assoc_top_n": 3,
     "communities.resolution": 0.5, "communities.rerun_fraction": 0.1, "communities.rerun_every": 3, "communities.min_nodes_for_rerun": 2,
     "communities.n_iterations": 3, "communities.seed": 7, "communities.local_rerun_fraction": 0.25, "communities.local_min_size": 4,

@@ -138,12 +138,15 @@ def test_whole_conversation_experiments_compose_for_each_row():
     rows = {("locomo_conv26", "system=mosaic"): ("mosaic", "none", False),
             ("locomo_conv26", "system=rag"): ("rag", "none", None),
             ("locomo_conv26", "ablation=with_source_turns"): ("mosaic", "with_source_turns", True),
-            ("locomo_conv49", "ablation=with_source_turns"): ("mosaic", "with_source_turns", True)}
+            ("locomo_conv49", "ablation=with_source_turns"): ("mosaic", "with_source_turns", True),
+            ("locomo_conv26", "ablation=turn_matching"): ("mosaic", "turn_matching", True),
+            ("locomo_conv49", "ablation=turn_matching"): ("mosaic", "turn_matching", True)}
     for (experiment, override), (system, ablation, provenance) in rows.items():
         cfg = compose_config([f"experiment={experiment}", override])
         validate(cfg)
         assert (cfg.system.name, cfg.ablation_name) == (system, ablation)
         assert cfg.system.get("retrieval", {}).get("with_source_turns") == provenance
+        assert cfg.system.get("retrieval", {}).get("match_source_turns") == (True if ablation == "turn_matching" else None if system == "rag" else False)
         assert list(cfg.benchmark.conversations) == [experiment.replace("locomo_conv", "conv-")]
         assert cfg.benchmark.max_sessions is None and list(cfg.benchmark.exclude_categories) == [5]
 
@@ -162,3 +165,70 @@ def test_conflict_check_costs_are_counted(tmp_path):
     detectors = [s.detector for s in mem._spaces.values()]
     assert len(detectors) == 2 and checks["checks"] == sum(d.stats["checks"] for d in detectors) >= 4
     assert checks["llm_calls"] == 0 and checks["no_candidates"] >= 2  # each namespace's first fact has nothing to check against
+
+
+def _matching_memory(tmp_path, on: bool) -> MosaicMemory:
+    return MosaicMemory(llm=FakeLLM(responder), embedder=BowEmbedder(), workdir=tmp_path,
+                        retrieval=partial(Retriever, mode="exact", top_k=5, match_source_turns=on),
+                        conflict=lambda llm: ScriptedDetector(llm, "update"))
+
+
+def test_turn_index_adds_each_turn_once_and_ranks_by_cosine():
+    from mosaic.retrieval import TurnIndex
+
+    index, calls = TurnIndex(), []
+
+    def encode(texts):
+        calls.append(list(texts))
+        return BowEmbedder().encode(texts)
+
+    assert index.search(np.ones(BowEmbedder.dim), 3) == []
+    assert index.extend({"D1:1": "Ana: I work as a nurse.", "D1:2": "Ana: I have two dogs."}, encode) == 2
+    assert index.extend({"D1:1": "Ana: I work as a nurse.", "D1:3": "Bo: I sing."}, encode) == 1
+    assert calls == [["Ana: I work as a nurse.", "Ana: I have two dogs."], ["Bo: I sing."]] and len(index) == 3
+    hits = index.search(BowEmbedder().encode(["two dogs"])[0], 2)
+    assert hits[0][0] == "D1:2" and hits[0][1] > hits[1][1] and len(hits) == 2
+
+
+def test_turn_matching_finds_a_held_entity_through_its_turn_and_never_a_superseded_one(tmp_path):
+    on, off = _matching_memory(tmp_path / "on", True), _matching_memory(tmp_path / "off", False)
+    for mem in (on, off):
+        _add(mem, "c", "D1:1", "I have two dogs.", when="2023-05-08")
+        _add(mem, "c", "D1:2", "I work as a nurse.", when="2023-05-08")
+        _add(mem, "c", "D2:1", "We have three dogs now.", when="2023-06-01")  # supersedes "2 dogs"
+    # "i work" shares no word with the entity "Ana works as a nurse", only with its turn "Ana: I work as a nurse."
+    found = on.search("c", "i work", 1)
+    assert found[0].text == "Ana works as a nurse" and found[0].score > 0.4
+    assert on.metrics()["mechanisms"]["retrieval"]["turn_matches"] >= 1
+    assert all(hit.score <= on.search_weight + 1e-9 for hit in off.search("c", "i work", 2))  # entity texts: similarity 0
+    assert off.metrics()["mechanisms"]["retrieval"]["turn_matches"] == 0
+    # the superseded entity's turn matches best, yet only held entities come back
+    assert all("2 dogs" not in hit.text for hit in on.search("c", "i have two dogs", 5))
+
+
+def test_retrieval_probe_reports_each_variant_against_the_runs_settings(tmp_path):
+    import json
+
+    from omegaconf import OmegaConf
+
+    from scripts.retrieval_probe import probe, to_markdown
+    from tests.hydra_config import compose_config
+
+    run = tmp_path / "run"
+    writer = _matching_memory(run / "system", False)
+    _add(writer, "locomo:conv-x", "D1:1", "I have two dogs.")
+    _add(writer, "locomo:conv-x", "D1:2", "I work as a nurse.")
+    cfg = compose_config(["system=mosaic", "benchmark.top_k=1", "system.retrieval.mode=exact"])
+    OmegaConf.save(cfg, run / "config.yaml")
+    with open(run / "predictions.jsonl", "w") as rows:
+        for n, (question, evidence) in enumerate((("has i work", ["D1:2"]), ("two dogs", ["D1:1"]), ("no gold", [])), 1):
+            rows.write(json.dumps({"key": f"conv-x:q{n}", "sample_id": "conv-x", "question": question, "evidence": evidence}) + "\n")
+    (run / "metrics.json").write_text(json.dumps({"overall": {"evidence_recall": {"mean": 0.5}}}))
+    result = probe(run, {"baseline": [], "turns": ["retrieval.match_source_turns=true"]}, embedder=BowEmbedder())
+    assert result["n_questions"] == 2 and result["top_k"] == 1 and result["recorded_evidence_recall"] == 0.5
+    assert result["per_question"]["turns"] == {"conv-x:q1": 1.0, "conv-x:q2": 1.0}
+    # "has" is in the entity "Ana has 2 dogs"; "i work" only in the nurse entity's turn
+    assert result["per_question"]["baseline"] == {"conv-x:q1": 0.0, "conv-x:q2": 1.0}
+    turns = result["variants"]["turns"]
+    assert turns["evidence_recall"] == 100.0 and turns["minus_baseline"]["mean"] == 50.0 and turns["turn_matches"] >= 1 and "minus_baseline" in turns
+    assert "minus_baseline" not in result["variants"]["baseline"] and "| turns | retrieval.match_source_turns=true | 100.0 |" in to_markdown(result)
