@@ -1,0 +1,67 @@
+"""scripts/conversation_rows: rows run in order through run.py (faked here), the cache archive is imported
+first and written after every row, MOSAIC rows are compared with rag, a dirty tree is refused."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import scripts.conversation_rows as rows_script
+from core.llm.cache import ResponseCache
+from tests.unit.test_compare_runs import _locomo_run
+
+MECHANISMS = {"entities": {"active": 5, "flagged": 1, "superseded": 2, "queued": 3, "rejected": 0, "turns_kept": 5},
+              "conflict_events": {"update": 2, "reject": 0, "flag": 1},
+              "retrieval": {"candidates_scanned": {"mean": 4.5}, "lsh_confident_hits": 5, "llm_routing_fallbacks": 1, "turn_matches": 7},
+              "ncs": {"full_refreshes": 2, "drift_measurements": 1, "max_abs_score_drift": 0.001}, "leiden_reruns": 3}
+
+
+@pytest.fixture
+def runs(tmp_path, monkeypatch):
+    made = {"system=rag": _locomo_run(tmp_path, "rag", [1, 0, 0, 1]), "system=mosaic": _locomo_run(tmp_path, "mosaic", [1, 1, 0, 1])}
+    metrics = json.loads((made["system=mosaic"] / "metrics.json").read_text())
+    (made["system=mosaic"] / "metrics.json").write_text(json.dumps({**metrics, "system_metrics": {"mechanisms": MECHANISMS}}))
+    calls: list[list[str]] = []
+
+    def fake_run_folder(overrides):
+        calls.append(overrides)
+        ResponseCache(tmp_path / "cache" / "llm_cache.sqlite").put(f"key-{len(calls)}", {"text": "paid"})
+        return made[overrides[1]]
+
+    monkeypatch.setattr(rows_script, "run_folder", fake_run_folder)
+    monkeypatch.setattr(rows_script, "code_version", lambda: {"git_sha": "abc", "dirty": False, "diff_sha256": None})
+    monkeypatch.setenv("MOSAIC_CACHE_DIR", str(tmp_path / "cache"))
+    return calls
+
+
+def test_rows_run_in_order_and_mosaic_is_compared_with_rag(tmp_path, runs):
+    out = tmp_path / "out" / "rows.json"
+    report = rows_script.main(["--experiment", "locomo_conv26", "--rows", "rag", "mosaic", "--out", str(out),
+                               "--archive", str(tmp_path / "archive.jsonl.gz"), "--", "llm=vllm"])
+    assert runs == [["experiment=locomo_conv26", "system=rag", "llm=vllm"], ["experiment=locomo_conv26", "system=mosaic", "llm=vllm"]]
+    quality = report["comparison"]["comparisons"][0]["quality"]
+    assert quality["correct"]["mean"] == pytest.approx(0.25) and quality["n_shared"] == 4
+    assert set(report["mechanisms"]) == {"mosaic"} and report["mechanisms"]["mosaic"]["turn_matches"] == 7
+    assert report["mechanisms"]["mosaic"]["entities_superseded"] == 2 and report["mechanisms"]["mosaic"]["leiden_reruns"] == 3
+    assert json.loads(out.read_text())["experiment"] == "locomo_conv26" and "| mosaic | 5 | 1 | 2 |" in out.with_suffix(".md").read_text()
+    with __import__("gzip").open(tmp_path / "archive.jsonl.gz", "rt") as archive:
+        assert [json.loads(line)["key"] for line in archive] == ["key-1", "key-2"]  # written after each row
+
+
+def test_an_archive_is_imported_before_the_first_row(tmp_path, runs):
+    archive = tmp_path / "archive.jsonl.gz"
+    rows_script.main(["--experiment", "x", "--rows", "rag", "--archive", str(archive), "--out", str(tmp_path / "a.json")])
+    (tmp_path / "cache" / "llm_cache.sqlite").unlink()  # a fresh machine
+    rows_script.main(["--experiment", "x", "--rows", "rag", "--archive", str(archive), "--out", str(tmp_path / "b.json")])
+    held = dict(ResponseCache(tmp_path / "cache" / "llm_cache.sqlite").items())
+    assert set(held) == {"key-1", "key-2"}  # the first run's call came back from the archive
+
+
+def test_a_dirty_tree_and_a_missing_base_row_are_refused(tmp_path, runs, monkeypatch):
+    with pytest.raises(SystemExit, match="must include 'rag'"):
+        rows_script.main(["--experiment", "x", "--rows", "mosaic"])
+    monkeypatch.setattr(rows_script, "code_version", lambda: {"git_sha": "abc", "dirty": True, "diff_sha256": "f"})
+    with pytest.raises(SystemExit, match="uncommitted"):
+        rows_script.main(["--experiment", "x", "--rows", "rag"])
+    assert runs == []
