@@ -335,6 +335,9 @@ class MosaicMemory:
             return []
         if space.retriever_dirty:
             space.retriever.rebuild(space.graph, space.communities)
+            if space.retriever.match_source_turns:  # turns embedded as rag embeds them
+                texts = {turn_id: f"{row['speaker']}: {row['text']}" for turn_id, row in space.turns.items()}
+                space.retriever.turns.refresh(texts, space.graph.entities(), self.embedder.encode)
             space.retriever_dirty = False
         query_vector = space.graph.embed(query)
         pool = max(self.search_pool_factor * k, k + self.search_pool_extra)
@@ -365,22 +368,17 @@ class MosaicMemory:
             out.append(Retrieved(text=text, score=score, timestamp=e.session_time, source_turn_ids=list(e.source_turn_ids), memory_id=e.entity_id))
         return out
 
-    def _with_turn_matches(self, space: _Namespace, query_vector: Any, hits: list[tuple[str, float]], pool: int) -> list[tuple[str, float]]:
+    @staticmethod
+    def _with_turn_matches(space: _Namespace, query_vector: Any, hits: list[tuple[str, float]], pool: int) -> list[tuple[str, float]]:
         """Provenance matching: a held entity's similarity is the best of its own text's and its source turns'.
 
         The ``pool`` turns nearest the query bring in the held (active or flagged) entities extracted from
         them; a turn none of whose entities is held brings nothing (memory answers from what it believes),
-        and superseded entities stay out as in every search. Turns are embedded as rag embeds them
-        (``Speaker: text``)."""
+        and superseded entities stay out as in every search."""
         turns = space.retriever.turns
-        turns.extend({turn_id: f"{row['speaker']}: {row['text']}" for turn_id, row in space.turns.items()}, self.embedder.encode)
-        held_by_turn: dict[str, list[str]] = {}
-        for entity in space.graph.entities():
-            for turn_id in entity.source_turn_ids:
-                held_by_turn.setdefault(turn_id, []).append(entity.entity_id)
         best = dict(hits)
         for turn_id, similarity in turns.search(query_vector, pool):
-            for entity_id in held_by_turn.get(turn_id, ()):
+            for entity_id in turns.held.get(turn_id, ()):
                 if similarity > best.get(entity_id, float("-inf")):
                     best[entity_id] = similarity
                     space.retriever.stats["turn_matches"] += 1

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, Iterable, Protocol
 
 import faiss
 import numpy as np
@@ -155,13 +155,25 @@ class TurnIndex:
     Why: an entity is a short paraphrase of its turn, and on a whole LoCoMo conversation the paraphrase
     often matches a question worse than the turn's own words do (README, issue 18's error analysis:
     57 of 150 questions had their evidence held but ranked below 10 by exact search over entities).
-    Turns are embedded once, when first searched, and appended; a flat index keeps recall at 1.
+    Turns are embedded once, at the first search after they arrive, and appended; a flat index keeps
+    recall at 1. ``held`` maps a turn to the held entities extracted from it, rebuilt with the entity
+    index (after writes, before the next search), so a query costs no pass over memory.
     """
 
     def __init__(self) -> None:
         self.ids: list[str] = []
         self._known: set[str] = set()
         self._index: Any = None
+        self.held: dict[str, list[str]] = {}
+
+    def refresh(self, texts: dict[str, str], entities: Iterable[Any], encode: Callable[[list[str]], np.ndarray]) -> None:
+        """Index the turns of ``texts`` not indexed yet and map every turn to the ``entities`` (held ones,
+        with ``entity_id`` and ``source_turn_ids``) extracted from it."""
+        self.extend(texts, encode)
+        self.held = {}
+        for entity in entities:
+            for turn_id in entity.source_turn_ids:
+                self.held.setdefault(turn_id, []).append(entity.entity_id)
 
     def __len__(self) -> int:
         return len(self.ids)
