@@ -488,7 +488,8 @@ class LoCoMoBenchmark:
         )  # fmt: skip
         ingest_rows = ctx.rows("ingest")
         predictions = ctx.rows("predictions")
-        self._ingest_and_predict(system, episodes, ctx, ingest_rows, predictions)
+        predicted_here = self._ingest_and_predict(system, episodes, ctx, ingest_rows, predictions)
+        system_metrics = self._system_metrics(system, ctx, fresh=predicted_here)
         judgements = self._score(episodes, ctx, predictions)
         wanted = {q.key for e in episodes for q in e.questions}
         kept = [p for e in episodes for q in e.questions if (p := predictions.get(q.key))]  # question order, whatever run.workers was
@@ -515,11 +516,31 @@ class LoCoMoBenchmark:
             "judge_prompt": self._judge_prompt(ctx).name,
             "judge_failures": metrics["overall"]["judge_failures"],
             "ingest": ingest_summary(ingested),
+            **({"system_metrics": system_metrics} if system_metrics is not None else {}),
         }
+
+    @staticmethod
+    def _system_metrics(system: MemorySystem, ctx: RunContext, fresh: bool) -> dict[str, Any] | None:
+        """The system's own counters (``metrics()``: MOSAIC's mechanism counts) once every question is predicted,
+        kept in ``system_metrics.json``. Why: a run resumed with only judging left ingests nothing and asks
+        nothing, so its counters would be empty; it reads the kept ones back instead. ``fresh``: this
+        process ingested or predicted something, so its counters are the ones to keep."""
+        collect = getattr(system, "metrics", None)
+        if not callable(collect):
+            return None
+        path = ctx.path("system_metrics.json")
+        if not fresh and path.is_file():
+            return json.loads(path.read_text(encoding="utf-8"))
+        found = collect()
+        tmp = path.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(found, indent=2, default=str), encoding="utf-8")
+        tmp.replace(path)
+        return found
 
     def _ingest_and_predict(
         self, system: MemorySystem, episodes: list[Episode], ctx: RunContext, ingest_rows: JsonlRows, predictions: JsonlRows
-    ) -> None:
+    ) -> bool:
+        """Ingest every conversation with questions left and predict them; whether there was any."""
         todo = [e for e in episodes if any(q.key not in predictions for q in e.questions)]
         n_questions = sum(q.key not in predictions for e in todo for q in e.questions)
         ingest_bar = tqdm(total=sum(len(e.sessions) for e in todo), desc="ingest (sessions)", unit="session", position=0)
@@ -554,6 +575,7 @@ class LoCoMoBenchmark:
         finally:
             ingest_bar.close()
             predict_bar.close()
+        return bool(todo)
 
     def _audited_keys(self, kept: list[dict[str, Any]], episodes: list[Episode], ctx: RunContext) -> set[str] | None:
         """Score-changing questions of this slice, or None (logged) when the errata file is absent."""

@@ -286,6 +286,41 @@ def test_run_resumes_without_reingesting_or_duplicating(tmp_path):
     assert len(llm.requests) == calls_before and scores_only(again) == scores_only(resumed)  # nothing redone
 
 
+class MeteredRag(CountingRag):
+    """A rag with its own counters, as MOSAIC's mechanism counts: searches this process made."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.searches = 0
+
+    def search(self, namespace, query, k):
+        self.searches += 1
+        return super().search(namespace, query, k)
+
+    def metrics(self):
+        return {"searches": self.searches}
+
+
+def test_system_metrics_survive_a_resume_with_only_judging_left(tmp_path):
+    data = write(tmp_path, tiny_locomo())
+    bench = LoCoMoBenchmark(path=str(data), top_k=2, bootstrap_samples=200)
+    run_dir = tmp_path / "run"
+    first = bench.run(MeteredRag(llm=None, embedder=BagOfWordsEmbedder(), workdir=str(tmp_path), name="rag"), make_ctx(run_dir, scripted_llm()))
+    assert first["system_metrics"] == {"searches": 7}
+    assert json.loads((run_dir / "system_metrics.json").read_text()) == {"searches": 7}  # kept before judging
+    (run_dir / "judgements.jsonl").unlink()  # killed while judging: every prediction is in, no judgement
+    idle = MeteredRag(llm=None, embedder=BagOfWordsEmbedder(), workdir=str(tmp_path), name="rag")
+    resumed = bench.run(idle, make_ctx(run_dir, scripted_llm()))
+    assert idle.searches == 0 and resumed["system_metrics"] == {"searches": 7}  # read back, not this process's empty count
+    assert scores_only(resumed) == scores_only(first)
+    with open(run_dir / "predictions.jsonl") as rows:
+        kept = rows.readlines()[:4]
+    (run_dir / "predictions.jsonl").write_text("".join(kept))  # conv-b's questions left: this process predicts them
+    busy = MeteredRag(llm=None, embedder=BagOfWordsEmbedder(), workdir=str(tmp_path), name="rag")
+    assert bench.run(busy, make_ctx(run_dir, scripted_llm()))["system_metrics"] == {"searches": 3} == busy.metrics()
+    assert "system_metrics" not in bench.run(make_system(tmp_path), make_ctx(tmp_path / "plain", scripted_llm()))
+
+
 def test_metrics_dict_and_table(tmp_path):
     bench = LoCoMoBenchmark(path=str(write(tmp_path, tiny_locomo())), top_k=1, bootstrap_samples=200)
     metrics = bench.run(make_system(tmp_path), make_ctx(tmp_path / "run", scripted_llm()))
