@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from eval.provenance import code_version
+from eval.runner import read_metrics
 from scripts.cache_archive import export_cache, import_cache
 from scripts.compare_runs import compare, markdown
 from scripts.compare_write_cost import ROOT, _short, run_folder
@@ -42,7 +43,7 @@ BASE_ROW = "rag"
 
 def mechanisms(run: Path) -> dict[str, Any] | None:
     """The mechanism counts a MOSAIC run recorded (``system_metrics.mechanisms``), flattened for one table row."""
-    found = json.loads((run / "metrics.json").read_text()).get("system_metrics", {}).get("mechanisms")
+    found = read_metrics(run / "metrics.json").get("system_metrics", {}).get("mechanisms")
     if not found:
         return None
     retrieval, ncs = found["retrieval"], found["ncs"]
