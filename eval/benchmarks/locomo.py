@@ -310,6 +310,27 @@ def search(system: MemorySystem, episode: Episode, question: Question, ctx: RunC
     return Search(retrieved, seconds, spent.prompt_tokens + spent.completion_tokens)
 
 
+def searches_in_order(
+    system: MemorySystem, episode: Episode, pending: list[Question], ctx: RunContext, top_k: int
+) -> dict[str, Search]:
+    """The searches of ``pending``, for a system whose search changes its own state (``parallel_search``
+    false: MOSAIC's continuity term remembers the previous query), made in question order.
+
+    Why every earlier question is searched again, its result dropped: a resumed run has some of the
+    episode's questions answered already, and the state an uninterrupted run would have before the first
+    pending one comes from the search of the question before it. Replaying the searches (no answer, no
+    judgement; an LLM routing call is served from the response cache) makes a resumed run's retrievals,
+    and its retrieval counters, those of a run that was never killed."""
+    wanted = {q.key for q in pending}
+    last = max(i for i, q in enumerate(episode.questions) if q.key in wanted)
+    found: dict[str, Search] = {}
+    for question in episode.questions[: last + 1]:
+        result = search(system, episode, question, ctx, top_k)
+        if question.key in wanted:
+            found[question.key] = result
+    return found
+
+
 def predict(system: MemorySystem, episode: Episode, question: Question, ctx: RunContext, top_k: int, found: Search | None = None) -> dict[str, Any]:
     """Search (unless ``found`` is given), then the shared answerer; the row records what was retrieved, latency and tokens."""
     found = found or search(system, episode, question, ctx, top_k)
@@ -562,12 +583,12 @@ class LoCoMoBenchmark:
                 row = ingest(system, episode, ctx, ingest_bar, sessions)
             ingest_rows.append(row)  # first ingest's report is kept; a re-ingest does not duplicate it
             pending = [q for q in episode.questions if q.key not in predictions]
-            if guard.parallel_search or workers == 1:
+            if guard.parallel_search:
                 questions.map(answer_one, [(episode, q, None) for q in pending])
-            else:  # a search that changes state (MOSAIC's continuity term) runs in question order, one at a time
+            elif pending:  # a search that changes state (MOSAIC's continuity term) runs in question order, one at a time
                 with guard.searching():
-                    found = [search(system, episode, q, ctx, self.top_k) for q in pending]
-                questions.map(answer_one, list(zip([episode] * len(pending), pending, found)))
+                    found = searches_in_order(system, episode, pending, ctx, self.top_k)
+                questions.map(answer_one, [(episode, q, found[q.key]) for q in pending])
 
         try:
             with Stage(ctx, "predict", n_questions, workers) as questions:

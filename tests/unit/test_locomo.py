@@ -286,6 +286,51 @@ def test_run_resumes_without_reingesting_or_duplicating(tmp_path):
     assert len(llm.requests) == calls_before and scores_only(again) == scores_only(resumed)  # nothing redone
 
 
+class PreviousQueryRag(CountingRag):
+    """A search that depends on the one before it, as MOSAIC's continuity term: each result list ends
+    with an item naming the namespace's previous query, so a row records the state it was searched in."""
+
+    parallel_search = False
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.previous: dict[str, str] = {}
+
+    def search(self, namespace, query, k):
+        found = super().search(namespace, query, k)
+        found.append(Retrieved(text=f"after {self.previous.get(namespace)}", score=-1.0))
+        self.previous[namespace] = query
+        return found
+
+
+@pytest.mark.parametrize("answered_before_kill", [1, 2, 5])
+def test_a_resumed_run_searches_in_the_state_an_uninterrupted_one_had(tmp_path, answered_before_kill):
+    """A killed run of an order-dependent system resumes with the retrievals of a run never killed
+    (the earlier questions' searches are replayed, not answered); failed before searches_in_order."""
+    data = write(tmp_path, tiny_locomo())
+    bench = LoCoMoBenchmark(path=str(data), top_k=2, bootstrap_samples=200)
+
+    def system():
+        return PreviousQueryRag(llm=None, embedder=BagOfWordsEmbedder(), workdir=str(tmp_path), name="rag")
+
+    def retrieved(run_dir: Path) -> dict[str, list]:
+        rows = [json.loads(line) for line in (run_dir / "predictions.jsonl").read_text().splitlines()]
+        return {row["key"]: [item["text"] for item in row["retrieved"]] for row in rows}
+
+    clean = tmp_path / "clean"
+    bench.run(system(), make_ctx(clean, scripted_llm()))
+    killed = tmp_path / "killed"
+    llm = scripted_llm()
+    with pytest.raises(KeyboardInterrupt):
+        bench.run(system(), make_ctx(killed, llm, DyingAnswerer(llm, n=answered_before_kill)))
+    assert len(retrieved(killed)) == answered_before_kill
+    resumed_system = system()
+    bench.run(resumed_system, make_ctx(killed, llm))
+    assert retrieved(killed) == retrieved(clean)
+    assert retrieved(clean)["conv-a:q1"][-1] == "after What is the name of Ann's dog?"  # the state is really carried
+    assert len(read_keys(killed / "predictions.jsonl")) == 7
+
+
 class MeteredRag(CountingRag):
     """A rag with its own counters, as MOSAIC's mechanism counts: searches this process made."""
 
