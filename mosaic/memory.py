@@ -20,6 +20,7 @@ import copy
 import dataclasses
 import functools
 import logging
+import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -59,6 +60,57 @@ class _Namespace:
     retriever_dirty: bool = True
     # every ingested turn's text by turn id (provenance retrieval shows the turns an entity came from)
     turns: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # the counters this object had when it was restored from a snapshot: the snapshot's history (its cost
+    # rows) and the rebuild on load (a Leiden run, a full refresh) are not work this namespace did since
+    restored_from: _Work | None = None
+
+
+# The per-namespace parts whose ``stats`` metrics() reports, by report label.
+_PARTS = (("scorer", "scorer"), ("communities", "communities"), ("retriever", "retriever"), ("conflict", "detector"))
+# Entries of those ``stats`` that hold a current value, not a running count: kept as they are, never subtracted or summed
+# over namespaces that were replaced.
+_GAUGES = frozenset({"last_rescored", "last_push_rounds", "last_drift", "refresh_interval", "drift"})
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+@dataclass
+class _Work:
+    """What one namespace object did, in the terms metrics() reports: its parts' counters, the entities each
+    search scanned, the NCS drift measurements and the cost rows of the turns it ingested.
+
+    Why: the conflict experiment restores a snapshot before every probe, which replaces the namespace object;
+    without this record metrics() saw only the last probe's counters and the context's cost rows once more."""
+
+    stats: dict[str, dict[str, Any]] = field(default_factory=dict)
+    scans: Counter[int] = field(default_factory=Counter)
+    drifts: list[dict[str, Any]] = field(default_factory=list)
+    cost_log: list[dict[str, Any]] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, space: _Namespace) -> _Work:
+        stats = {label: dict(found) for label, attr in _PARTS
+                 if isinstance(found := getattr(getattr(space, attr, None), "stats", None), dict)}  # fmt: skip
+        return cls(stats, Counter(space.retriever.scan_histogram), list(space.scorer.stats.get("drift", [])), list(space.cost_log))
+
+    def since(self, start: _Work | None) -> _Work:
+        """The work done after ``start`` (counters minus start's; gauges as they are now)."""
+        if start is None:
+            return self
+        stats = {
+            label: {key: value - start.stats.get(label, {}).get(key, 0)
+                    if key not in _GAUGES and _is_count(value) and _is_count(start.stats.get(label, {}).get(key, 0)) else value
+                    for key, value in part.items()}
+            for label, part in self.stats.items()
+        }  # fmt: skip
+        return _Work(stats, self.scans - start.scans, self.drifts[len(start.drifts):], self.cost_log[len(start.cost_log):])
+
+    def counts_only(self) -> _Work:
+        """The running counts alone: what a replaced namespace leaves to the process's totals."""
+        stats = {label: {k: v for k, v in part.items() if k not in _GAUGES and _is_count(v)} for label, part in self.stats.items()}
+        return _Work(stats, self.scans, self.drifts, self.cost_log)
 
 
 def _check_block(block: str, make: Callable[..., Any]) -> None:
@@ -142,6 +194,8 @@ class MosaicMemory:
         except ValueError as err:
             raise ConfigKeyError(f"system.retrieval: {err}") from err
         self._spaces: dict[str, _Namespace] = {}
+        self._replaced: list[_Work] = []  # work of namespace objects dropped by reset or replaced by restore
+        self._replaced_lock = threading.Lock()
         self.stats = Tally(("turns", "entities_extracted", "committed", "queued", "updated", "rejected", "flagged",
                             "stale_decisions", "id_collisions"))  # every namespace adds to it, possibly at once
 
@@ -175,7 +229,7 @@ class MosaicMemory:
 
     # -- MemorySystem ----------------------------------------------------------------
     def reset(self, namespace: str) -> None:
-        self._spaces.pop(namespace, None)
+        self._retire(self._spaces.pop(namespace, None))
         store = self._store(namespace)
         if store is not None and store.exists():
             store.path.unlink()
@@ -522,13 +576,31 @@ class MosaicMemory:
     def restore(self, namespace: str, state: dict[str, Any]) -> None:
         space = self._new_namespace()
         self._load_state(space, copy.deepcopy(state))
+        space.restored_from = _Work.of(space)
+        self._retire(self._spaces.get(namespace))
         self._spaces[namespace] = space
         self._save(namespace, space)
 
+    def _retire(self, space: _Namespace | None) -> None:
+        """Keep the counts of a namespace object about to be dropped, so this process's totals stay whole."""
+        if space is not None:
+            work = _Work.of(space).since(space.restored_from).counts_only()
+            with self._replaced_lock:
+                self._replaced.append(work)
+
+    def _work(self, namespace: str | None = None) -> list[_Work]:
+        """The work of every namespace object this process used (or of ``namespace``'s live one alone)."""
+        live = [_Work.of(space).since(space.restored_from) for ns, space in list(self._spaces.items()) if namespace in (None, ns)]
+        if namespace is not None:
+            return live
+        with self._replaced_lock:
+            return [*self._replaced, *live]
+
     # -- cost accounting -------------------------------------------------------------
     def cost_per_turn(self, namespace: str | None = None) -> dict[str, Any]:
-        """LLM calls and tokens per ingested turn, split by purpose, over one or all namespaces."""
-        logs = [row for ns, space in list(self._spaces.items()) if namespace in (None, ns) for row in space.cost_log]
+        """LLM calls and tokens per turn this process ingested, split by purpose, over one namespace or all
+        (a restored namespace's rows count from its restore: the snapshot's rows were counted where they were made)."""
+        logs = [row for work in self._work(namespace) for row in work.cost_log]
         total = LLMUsage()
         for row in logs:
             u = row["usage"]
@@ -552,19 +624,20 @@ class MosaicMemory:
             "gate": dict(self.gate.stats),
             "queue_size": sum(len(s.queue) for s in list(self._spaces.values())),
         }
-        for label, attr in (("scorer", "scorer"), ("communities", "communities"), ("retriever", "retriever"), ("conflict", "detector")):
-            stats = [getattr(getattr(s, attr, None), "stats", None) for s in list(self._spaces.values())]
-            stats = [st for st in stats if isinstance(st, dict)]
+        work = self._work()
+        for label, _ in _PARTS:
+            stats = [w.stats[label] for w in work if label in w.stats]
             if stats:
                 out[label] = _sum_stats(stats)
-        out["mechanisms"] = self.mechanism_counts()
+        out["mechanisms"] = self.mechanism_counts(work)
         return out
 
-    def mechanism_counts(self) -> dict[str, Any]:
+    def mechanism_counts(self, work: list[_Work] | None = None) -> dict[str, Any]:
         """What each MOSAIC mechanism did, over every namespace loaded in this process.
 
-        ``entities``: what memory holds now (graph, gate queue, rejected list); every counter covers the
-        namespaces this process loaded, and the write-path ones count this process's writes.
+        ``entities``: what memory holds now (graph, gate queue, rejected list); every other count is this
+        process's work, in namespaces still loaded and in those it reset or replaced by a restore (a restore's
+        own rebuild of communities and scores is not counted).
         ``conflict_events``: save-time verdicts applied (update supersedes the held entity).
         ``retrieval``: entities scanned per query, and how the dual path decided: ``lsh_confident_hits``
         (LSH votes were trusted) vs ``llm_routing_fallbacks`` (the LLM picked communities) and the
@@ -572,12 +645,14 @@ class MosaicMemory:
         score drift measured at each periodic refresh. ``leiden_reruns``: full community detections.
         """
         spaces = list(self._spaces.values())
+        work = self._work() if work is None else work
         statuses: Counter[str] = Counter(e.status for s in spaces for e in s.graph.entities(include_inactive=True))
         scans: Counter[int] = Counter()
-        for s in spaces:
-            scans.update(s.retriever.scan_histogram)
-        retrieval = _sum_stats([dict(s.retriever.stats) for s in spaces]) if spaces else {}
-        drifts = [d for s in spaces for d in s.scorer.stats.get("drift", [])]
+        for w in work:
+            scans.update(w.scans)
+        part = {label: [w.stats[label] for w in work if label in w.stats] for label, _ in _PARTS}
+        retrieval = _sum_stats(part["retriever"])
+        drifts = [d for w in work for d in w.drifts]
         return {
             "entities": {
                 "active": statuses["active"], "flagged": statuses["flagged"], "superseded": statuses["superseded"],
@@ -585,7 +660,7 @@ class MosaicMemory:
                 "turns_kept": sum(len(s.turns) for s in spaces),
             },
             "conflict_events": {"update": self.stats["updated"], "reject": self.stats["rejected"], "flag": self.stats["flagged"]},
-            "conflict_checks": _sum_stats([{k: v for k, v in s.detector.stats.items() if k in CHECK_COUNTERS} for s in spaces if s.detector]),
+            "conflict_checks": _sum_stats([{k: v for k, v in stats.items() if k in CHECK_COUNTERS} for stats in part["conflict"]]),
             "retrieval": {
                 "mode": spaces[0].retriever.mode if spaces else None,
                 "queries": int(retrieval.get("queries", 0)),
@@ -597,13 +672,13 @@ class MosaicMemory:
                 "other_fallbacks": {key: int(retrieval.get(key, 0)) for key in ("multiprobe_fallbacks", "centroid_fallbacks", "exact_fallbacks")},
             },
             "ncs": {
-                "writes": sum(int(s.scorer.stats.get("writes", 0)) for s in spaces),
-                "full_refreshes": sum(int(s.scorer.stats.get("full_refreshes", 0)) for s in spaces),
+                "writes": sum(int(stats.get("writes", 0)) for stats in part["scorer"]),
+                "full_refreshes": sum(int(stats.get("full_refreshes", 0)) for stats in part["scorer"]),
                 "drift_measurements": len(drifts),
                 "max_abs_score_drift": max((d["max_abs_score_drift"] for d in drifts), default=None),
                 "min_top10_agreement": min((d["top10_agreement"] for d in drifts), default=None),
             },
-            "leiden_reruns": sum(int(s.communities.stats.get("leiden_runs", 0)) for s in spaces),
+            "leiden_reruns": sum(int(stats.get("leiden_runs", 0)) for stats in part["communities"]),
         }
 
 

@@ -232,3 +232,30 @@ def test_retrieval_probe_reports_each_variant_against_the_runs_settings(tmp_path
     turns = result["variants"]["turns"]
     assert turns["evidence_recall"] == 100.0 and turns["minus_baseline"]["mean"] == 50.0 and turns["turn_matches"] >= 1 and "minus_baseline" in turns
     assert "minus_baseline" not in result["variants"]["baseline"] and "| turns | retrieval.match_source_turns=true | 100.0 |" in to_markdown(result)
+
+
+def test_counts_stay_whole_across_restores_and_resets(tmp_path):
+    """The conflict experiment restores a snapshot before every probe, which replaces the namespace object:
+    the process's totals keep every probe's work, count the snapshot's turns once, and leave out the rebuild
+    that loading a snapshot makes (before, metrics() saw the last probe alone, plus the context again)."""
+    mem, _, _ = _memory(tmp_path, verdict="update")
+    _add(mem, "ctx", "D1:1", "I have two dogs.")
+    _add(mem, "ctx", "D1:2", "I work as a nurse.")
+    snap = mem.snapshot("ctx")
+    leiden_after_context = mem.metrics()["mechanisms"]["leiden_reruns"]
+    for probe in range(3):
+        mem.restore("ctx", snap)
+        _add(mem, "ctx", f"P{probe}", "We have three dogs now.", when="2023-06-01")
+        mem.search("ctx", "How many dogs?", 2)
+    metrics = mem.metrics()
+    counts = metrics["mechanisms"]
+    assert mem.cost_per_turn()["turns"] == 2 + 3
+    assert mem.cost_per_turn()["by_purpose_per_turn"]["extraction"]["calls"] == 1.0
+    assert counts["ncs"]["writes"] == 2 + 3  # no write counted for the three rebuilds on restore
+    assert counts["retrieval"]["queries"] == 3 == metrics["retriever"]["queries"]
+    assert counts["retrieval"]["candidates_scanned"]["queries"] == 3
+    assert counts["leiden_reruns"] >= leiden_after_context and counts["conflict_events"]["update"] == 3
+    assert counts["entities"]["superseded"] == 1  # state: the live memory only (the last probe's)
+    mem.reset("ctx")
+    assert mem.cost_per_turn()["turns"] == 5 and mem.cost_per_turn("ctx")["turns"] == 0
+    assert mem.metrics()["mechanisms"]["ncs"]["writes"] == 5 and mem.metrics()["mechanisms"]["entities"]["active"] == 0
