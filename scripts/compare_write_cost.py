@@ -16,15 +16,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from scripts.compare_runs import compare, markdown  # noqa: E402
+from scripts.run_rows import ROOT, relative_to_checkout, run_folder  # noqa: E402
 
 SLICES: dict[str, list[str]] = {
     "quickstart": ["experiment=locomo", "system=mosaic"],
@@ -32,22 +31,6 @@ SLICES: dict[str, list[str]] = {
     "workplace": ["experiment=conflict", "system=mosaic", "conflict.suite=data/conflicts/workplace_policy.json"],
     "conv26": ["experiment=locomo_conv26", "system=mosaic"],
 }
-
-
-def run_folder(overrides: list[str]) -> Path:
-    """Run (or read back) one configuration with run.py; its run folder (the last line run.py prints)."""
-    command = [sys.executable, str(ROOT / "run.py"), *overrides]
-    print("$ " + " ".join(command[1:]), flush=True)
-    done = subprocess.run(command, cwd=ROOT, stdout=subprocess.PIPE, text=True)
-    lines = [line for line in done.stdout.splitlines() if line.strip()]
-    if done.returncode != 0 or not lines or not lines[-1].endswith("metrics.json"):
-        raise SystemExit(f"run.py {' '.join(overrides)} failed (exit {done.returncode}); rerun it alone to see why")
-    return (ROOT / lines[-1]).parent
-
-
-def _short(path: Path) -> Path:
-    """The run folder relative to the checkout when it lies inside it (shorter table rows)."""
-    return path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -62,7 +45,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     for name in args.slices:
         base = run_folder([*SLICES[name], *args.extra])
         other = run_folder([*SLICES[name], *args.variant, *args.extra])
-        result = compare(_short(base), [_short(other)])
+        result = compare(relative_to_checkout(base), [relative_to_checkout(other)])
         report["slices"][name] = result
         tables.append(f"### {name}\n\n{markdown(result)}")
     text = "\n\n".join(tables)

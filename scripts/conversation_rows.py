@@ -2,7 +2,7 @@
 
     python -m scripts.conversation_rows --experiment locomo_conv26 [--rows rag mosaic with_source_turns turn_matching]
         [--archive results/caches/locomo_conv26.jsonl.gz] [--out results/bench/locomo_conv26_rows.json]
-        [--allow-dirty] [-- extra run.py overrides]
+        [--publish] [--allow-dirty] [-- extra run.py overrides]
 
 Why: a whole conversation is hours of LLM time here, more than one working session, and a fresh machine
 starts with an empty response cache. Each row is one ``run.py experiment=<experiment> ...`` (resumable;
@@ -13,6 +13,10 @@ minus rag over the same questions (paired bootstrap, overall and per category), 
 turn of every row, and the mechanism counts of each MOSAIC row. Rows that replay another row's ingest
 from the cache (the provenance rows share MOSAIC's ingest) show cached calls and almost no seconds: the
 cold cost is the ``mosaic`` row's.
+
+With ``--publish``, once every row has finished, each run folder is copied under results/published/runs/
+(scripts/run_rows.publish: refused for a run with a dirty tree or code changed during it) and the report
+names the published folders, so one command takes a conversation from nothing to its published rows.
 
 Refuses a dirty tree unless --allow-dirty: published rows come from one committed sha.
 """
@@ -29,7 +33,8 @@ from eval.provenance import code_version
 from eval.runner import read_metrics
 from scripts.cache_archive import export_cache, import_cache
 from scripts.compare_runs import compare, markdown
-from scripts.compare_write_cost import ROOT, _short, run_folder
+from scripts import run_rows
+from scripts.run_rows import ROOT, relative_to_checkout, run_folder
 
 ROWS: dict[str, list[str]] = {
     "rag": ["system=rag"],
@@ -71,12 +76,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--rows", nargs="+", default=["rag", "mosaic", "with_source_turns", "turn_matching"], choices=sorted(ROWS))
     parser.add_argument("--archive", type=Path, default=None, help="cache archive to import first and export after each row")
     parser.add_argument("--out", type=Path, default=None, help="default: results/bench/<experiment>_rows.json (and .md)")
+    parser.add_argument("--publish", action="store_true", help="copy every finished row under results/published/runs/ and report those folders")
     parser.add_argument("--allow-dirty", action="store_true", help="run from uncommitted code (never for published rows)")
     parser.add_argument("extra", nargs="*", help="overrides for every run (after --), e.g. llm=vllm run.workers=16")
     args = parser.parse_args(argv)
     if BASE_ROW not in args.rows:
         raise SystemExit(f"--rows must include {BASE_ROW!r}: every MOSAIC row is compared with it")
     version = code_version()
+    if args.publish and args.allow_dirty:
+        raise SystemExit("--publish and --allow-dirty exclude each other: published rows come from one committed sha")
     if version["dirty"] and not args.allow_dirty:
         raise SystemExit("the tree has uncommitted changes: commit them (published rows come from one sha) or pass --allow-dirty")
     cache_dir = Path(os.environ.get("MOSAIC_CACHE_DIR") or ROOT / ".cache")
@@ -85,9 +93,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         print(f"cache archive {args.archive}: {added} responses added to {cache_dir}, {held} already held", flush=True)
     folders: dict[str, Path] = {}
     for row in args.rows:
-        folders[row] = _short(run_folder([f"experiment={args.experiment}", *ROWS[row], *args.extra]))
+        folders[row] = relative_to_checkout(run_folder([f"experiment={args.experiment}", *ROWS[row], *args.extra]))
         if args.archive is not None:
             print(f"cache archive {args.archive}: {export_cache(cache_dir, args.archive)} responses", flush=True)
+    if args.publish:
+        folders = {row: relative_to_checkout(run_rows.publish(folder)) for row, folder in folders.items()}
+        print("published: " + ", ".join(f"{row} {folder}" for row, folder in folders.items()), flush=True)
     others = [row for row in args.rows if row != BASE_ROW]
     result = compare(folders[BASE_ROW], [folders[row] for row in others]) if others else {}
     counts = {row: found for row in args.rows if (found := mechanisms(ROOT / folders[row])) is not None}

@@ -65,3 +65,41 @@ def test_a_dirty_tree_and_a_missing_base_row_are_refused(tmp_path, runs, monkeyp
     with pytest.raises(SystemExit, match="uncommitted"):
         rows_script.main(["--experiment", "x", "--rows", "rag"])
     assert runs == []
+
+
+def _finished_run(root, name="h1", sha="abc", start="abc"):
+    run = root / "results" / "runs" / "locomo" / "rag" / "none" / name
+    run.mkdir(parents=True)
+    (run / "metrics.json").write_text(json.dumps({"benchmark": "locomo", "metadata": {"git_sha": sha, "git_sha_start": start}}))
+    (run / "predictions.jsonl").write_text('{"key": "q0"}\n')
+    (run / ".lock").write_text("")
+    return run
+
+
+def test_publish_copies_a_clean_finished_run_once_and_refuses_the_rest(tmp_path, monkeypatch):
+    from scripts import run_rows
+
+    monkeypatch.setattr(run_rows, "PUBLISHED_RUNS", tmp_path / "published")
+    run = _finished_run(tmp_path)
+    target = run_rows.publish(run)
+    assert target == tmp_path / "published" / "locomo" / "rag" / "none" / "h1"
+    assert sorted(p.name for p in target.iterdir()) == ["metrics.json", "predictions.jsonl"]  # no lock file
+    assert run_rows.publish(run) == target  # the same run again: left as it is
+    (run / "metrics.json").write_text(json.dumps({"benchmark": "locomo", "metadata": {"git_sha": "abc", "git_sha_start": "abc"}, "x": 1}))
+    with pytest.raises(SystemExit, match="exists with other metrics"):
+        run_rows.publish(run)
+    with pytest.raises(SystemExit, match="dirty tree"):
+        run_rows.publish(_finished_run(tmp_path, "h2", sha="abc-dirty", start="abc-dirty"))
+    with pytest.raises(SystemExit, match="code changed during the run"):
+        run_rows.publish(_finished_run(tmp_path, "h3", sha="def", start="abc"))
+    (unfinished := _finished_run(tmp_path, "h4")).joinpath("metrics.json").unlink()
+    with pytest.raises(SystemExit, match="no metrics.json"):
+        run_rows.publish(unfinished)
+    assert sorted(p.name for p in target.parent.iterdir()) == ["h1"]
+
+
+def test_rows_publish_only_clean_runs_and_never_with_allow_dirty(tmp_path, runs):
+    with pytest.raises(SystemExit, match="exclude each other"):
+        rows_script.main(["--experiment", "x", "--rows", "rag", "--publish", "--allow-dirty"])
+    with pytest.raises(SystemExit, match="start code not recorded"):  # the fixture's runs predate provenance
+        rows_script.main(["--experiment", "x", "--rows", "rag", "--publish", "--out", str(tmp_path / "a.json")])

@@ -1,0 +1,61 @@
+"""What the row scripts share (compare_write_cost, conversation_rows): run one configuration through
+run.py, name its folder briefly, and publish a finished one.
+
+Why a module of its own: both scripts drive run.py the same way; one copy of that code keeps their rows
+comparable, and publishing (copying a finished run folder under results/published/runs/, where
+scripts/make_tables.py and the notebook read) is one checked step instead of a hand-typed ``cp -r``.
+"""
+
+from __future__ import annotations
+
+import filecmp
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PUBLISHED_RUNS = ROOT / "results" / "published" / "runs"
+# results/runs/<benchmark>/<system>/<ablation>/<config hash>/: the part of a run folder's path kept when published
+RUN_PATH_PARTS = 4
+
+
+def run_folder(overrides: list[str]) -> Path:
+    """Run (or read back) one configuration with run.py; its run folder (the last line run.py prints)."""
+    command = [sys.executable, str(ROOT / "run.py"), *overrides]
+    print("$ " + " ".join(command[1:]), flush=True)
+    done = subprocess.run(command, cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    lines = [line for line in done.stdout.splitlines() if line.strip()]
+    if done.returncode != 0 or not lines or not lines[-1].endswith("metrics.json"):
+        raise SystemExit(f"run.py {' '.join(overrides)} failed (exit {done.returncode}); rerun it alone to see why")
+    return (ROOT / lines[-1]).parent
+
+
+def relative_to_checkout(path: Path) -> Path:
+    """The run folder relative to the checkout when it lies inside it (shorter table rows)."""
+    return path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+
+
+def publish(run: Path, published_runs: Path | None = None) -> Path:
+    """Copy a finished run folder to ``<published_runs>/<benchmark>/<system>/<ablation>/<hash>``; its new path.
+
+    Refuses a folder without metrics.json (unfinished) and one whose metrics.json records a dirty tree or a
+    code change during the run (published rows come from one committed sha). A folder published already is
+    left as it is when its metrics.json is the same file, and refused when it differs."""
+    from eval.runner import read_metrics
+    from scripts.make_tables import provenance_flags
+
+    run = ROOT / run if not run.is_absolute() else run
+    metrics_file = run / "metrics.json"
+    if not metrics_file.is_file():
+        raise SystemExit(f"{run}: no metrics.json; finish the run (rerun its command) before publishing it")
+    flags = provenance_flags(read_metrics(metrics_file))
+    if flags:
+        raise SystemExit(f"{run}: not publishable: {'; '.join(flags)}; rerun it from a clean tree at one commit")
+    target = (published_runs or PUBLISHED_RUNS).joinpath(*run.parts[-RUN_PATH_PARTS:])
+    if target.exists():
+        if filecmp.cmp(target / "metrics.json", metrics_file, shallow=False):
+            return target
+        raise SystemExit(f"{target} exists with other metrics; remove it first if {run} is to replace it")
+    shutil.copytree(run, target, ignore=shutil.ignore_patterns(".lock", ".lock.json", "*.tmp"))
+    return target
