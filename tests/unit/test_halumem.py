@@ -3,6 +3,7 @@ and the benchmark's control flow (FakeLLM judge, a scripted memory system) end t
 
 from __future__ import annotations
 
+import json
 import logging
 import sys
 from pathlib import Path
@@ -465,3 +466,53 @@ def test_oracle_clarification_refuses_a_system_without_targets(tmp_path):
     bench = HaluMemBenchmark(path=str(TINY), bootstrap_samples=100, clarify="oracle")
     with pytest.raises(ValueError, match="Clarifiable"):
         bench.run(KeywordMemory(), _ctx(tmp_path, FakeLLM(_fixed_judge), EchoAnswerer()))
+
+
+class PreviousQueryMemory(KeywordMemory):
+    """A search that depends on the one before it (MOSAIC's continuity term): the top result names the
+    namespace's previous query, so each QA row's response records the state it was searched in."""
+
+    name = "previous-query"
+    parallel_search = False
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.previous: dict[str, str | None] = {}
+
+    def reset(self, namespace: str) -> None:
+        super().reset(namespace)
+        self.previous[namespace] = None
+
+    def search(self, namespace: str, query: str, k: int) -> list[Retrieved]:
+        found = super().search(namespace, query, k)
+        marker = Retrieved(f"after {self.previous.get(namespace)}", 2.0, None, [], None)
+        self.previous[namespace] = query
+        return [marker, *found]
+
+
+def test_a_resumed_user_searches_in_the_state_an_uninterrupted_run_had(tmp_path):
+    """Killed in user 2 after some of its questions: the resumed run replays the searches of the scored ones
+    (results dropped, nothing judged again), so the rest are answered as an uninterrupted run answered them."""
+    bench = HaluMemBenchmark(path=str(TINY), bootstrap_samples=50)
+
+    def responses(run_dir: Path) -> dict[str, str]:
+        rows = [json.loads(line) for line in (run_dir / "halumem_qa.jsonl").read_text().splitlines()]
+        return {row["key"]: row["response"] for row in rows}
+
+    clean, killed = tmp_path / "clean", tmp_path / "killed"
+    bench.run(PreviousQueryMemory(), _ctx(clean, FakeLLM(_fixed_judge), EchoAnswerer()))
+    llm = FakeLLM(_fixed_judge)
+    bench.run(PreviousQueryMemory(), _ctx(killed, llm, EchoAnswerer()))
+    users = (killed / "halumem_users.jsonl").read_text().splitlines()
+    (killed / "halumem_users.jsonl").write_text(users[0] + "\n")
+    qa = (killed / "halumem_qa.jsonl").read_text().splitlines()
+    second = json.loads(users[1])["key"]
+    kept = [line for line in qa if not json.loads(line)["key"].startswith(second)]
+    kept += [line for line in qa if json.loads(line)["key"].startswith(second)][:1]  # killed after user 2's first answer
+    (killed / "halumem_qa.jsonl").write_text("\n".join(kept) + "\n")
+    assert len(kept) < len(qa)
+    before = len(llm.requests)
+    bench.run(PreviousQueryMemory(), _ctx(killed, llm, EchoAnswerer()))
+    assert len(llm.requests) - before == len(qa) - len(kept)  # only the lost answers are judged again
+    assert responses(killed) == responses(clean)
+    assert any(text != "after None" for text in responses(clean).values())

@@ -42,6 +42,14 @@ def _snapshot_stored(system: Any, namespace: str) -> dict[tuple[str, str], Store
     return {(item.memory_id, item.text): item for item in system.stored_items(namespace)}
 
 
+def _replay_search(system: MemorySystem, namespace: str, query: str, k: int) -> None:
+    """Search again for a point or question a killed run already scored, result dropped, when the system's
+    search depends on the one before it (``parallel_search`` false or absent: MOSAIC's continuity term), so
+    the searches after it see the state an uninterrupted run had; a pure-read search is not repeated."""
+    if not getattr(system, "parallel_search", False):
+        system.search(namespace, query, k)
+
+
 def _dialogue_text(session: Session) -> str:
     return "\n".join(f"[{t.timestamp or session.start_time}] {t.role}: {t.content}" for t in session.dialogue)
 
@@ -219,7 +227,10 @@ class HaluMemBenchmark:
     def _judge_updates(self, user: HaluMemUser, s_idx: int, session: Session, system: MemorySystem, namespace: str, judge: HaluMemJudge, rows: dict[str, Any]) -> None:
         for point in session.memory_points:
             key = f"{user.uuid}:{s_idx}:{point.index}"
-            if not point.is_searched_update or key in rows["updates"]:
+            if not point.is_searched_update:
+                continue
+            if key in rows["updates"]:
+                _replay_search(system, namespace, point.content, self.update_k)
                 continue
             returned = [item.text for item in system.search(namespace, point.content, self.update_k)]
             if returned:
@@ -246,6 +257,7 @@ class HaluMemBenchmark:
         for q_idx, question in enumerate(session.questions):
             key = f"{user.uuid}:{s_idx}:q{q_idx}"
             if key in rows["qa"]:
+                _replay_search(system, namespace, question.question, self.qa_k)
                 continue
             retrieved = system.search(namespace, question.question, self.qa_k)
             answer = ctx.answerer.answer(question.question, retrieved, question_time=halumem_time_to_iso(session.end_time))
