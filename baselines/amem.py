@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from core.llm import usage_since
+from core.atomic import write_json_atomic
 from core.api import AddReport, ConflictEvent, Retrieved, StoredItem, Turn
 from core.paths import file_safe_name
 
@@ -115,9 +116,7 @@ class _Space:
     analysis_failures: int = 0
 
     def save(self) -> None:
-        tmp = self.path / "turn_ids.json.tmp"
-        tmp.write_text(json.dumps(self.turn_ids))
-        os.replace(tmp, self.path / "turn_ids.json")
+        write_json_atomic(self.path / "turn_ids.json", self.turn_ids)
 
 
 @dataclass(frozen=True)

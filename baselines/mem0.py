@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from core.llm import usage_since
+from core.atomic import write_json_atomic
 from core.api import AddReport, ConflictEvent, Retrieved, StoredItem, Turn
 from core.paths import file_safe_name
 
@@ -293,9 +294,7 @@ class Mem0Memory:
 
     def _save_registry(self) -> None:
         self.store_dir.mkdir(parents=True, exist_ok=True)
-        tmp = self._registry_path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self._registry, indent=1))
-        os.replace(tmp, self._registry_path)
+        write_json_atomic(self._registry_path, self._registry, indent=1)
 
     def _user_ids(self, namespace: str) -> list[tuple[str, str]]:
         entry = self._entry(namespace)

@@ -29,6 +29,7 @@ from typing import Any
 
 import httpx
 
+from core.atomic import write_json_atomic
 from core.api import AddReport, ConflictEvent, LLMUsage, Retrieved, StoredItem, Turn
 from core.llm.local_server import free_port
 from core.llm.tool_calls import ToolCallServer
@@ -286,9 +287,7 @@ class MemGPTMemory:
     def _save(self, namespace: str) -> None:
         self.ledger_dir.mkdir(parents=True, exist_ok=True)
         path = self._ledger_path(namespace)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self._ledgers[namespace].__dict__))
-        os.replace(tmp, path)
+        write_json_atomic(path, self._ledgers[namespace].__dict__)
 
     def _load(self, namespace: str) -> _Ledger | None:
         if namespace not in self._ledgers and self._ledger_path(namespace).exists():

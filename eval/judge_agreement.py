@@ -17,6 +17,7 @@ from typing import Any
 from sklearn.metrics import cohen_kappa_score
 from tqdm import tqdm
 
+from core.atomic import write_json_atomic
 from eval.benchmarks.locomo import gold_slices, table_audited_keys
 from eval.context import JsonlRows
 from eval.judge import LLMJudge
@@ -71,8 +72,6 @@ def rejudge(run_dir: Path, judge: LLMJudge, judge_model_id: str, n_samples: int 
         **judge_agreement([first.get(p["key"], {}).get("label") for p in predictions], [second[p["key"]].get("label") for p in predictions]),
     }
     metrics["judge2"] = section
-    tmp = metrics_path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(metrics, indent=2, default=str), encoding="utf-8")
-    tmp.replace(metrics_path)
+    write_json_atomic(metrics_path, metrics, indent=2, default=str)
     return section
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import shutil
 import time
 from datetime import datetime, timezone
@@ -21,6 +20,7 @@ import numpy as np
 from hydra.utils import get_class, instantiate
 from omegaconf import DictConfig, OmegaConf
 
+from core.atomic import write_json_atomic
 from core.api import HarnessError, LLMUsage
 from core.config_check import check_config
 from eval import config_checks
@@ -95,12 +95,8 @@ def validate(cfg: DictConfig) -> None:
 
 
 def atomic_write_json(path: Path, payload: dict[str, Any]) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    with tmp.open("w", encoding="utf-8") as handle:
-        json.dump(payload, handle, indent=2, default=str)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
+    """A run folder's JSON records (metrics.json, provenance.json), indented, never half written."""
+    write_json_atomic(path, payload, indent=2, default=str)
 
 
 def run_dir_for(cfg: DictConfig, inputs: dict[str, str] | None = None) -> Path:

@@ -12,12 +12,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import re
-import tempfile
 from pathlib import Path
 from typing import Any
 
+from core.atomic import write_json_atomic
 from core.paths import file_safe_name
 
 STORE_SCHEMA = 1
@@ -46,18 +44,7 @@ class MemoryStore:
         validate_state(state, str(self.path))
         self.path.parent.mkdir(parents=True, exist_ok=True)
         document = {"schema": STORE_SCHEMA, "checksum": _checksum(state), "state": state}
-        data = json.dumps(document, ensure_ascii=False, separators=(",", ":")).encode()
-        fd, tmp_name = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=self.path.parent)
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(data)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(tmp_name, self.path)
-        except BaseException:
-            Path(tmp_name).unlink(missing_ok=True)
-            raise
-        _fsync_dir(self.path.parent)
+        write_json_atomic(self.path, document, ensure_ascii=False, separators=(",", ":"))
 
     def load(self) -> dict[str, Any]:
         """Read and validate the state; any damage raises MemoryStoreError naming the file."""
@@ -105,14 +92,3 @@ def validate_state(state: Any, where: str) -> None:
         raise MemoryStoreError(f"{where}: 'queue' must be a list")
 
 
-def _fsync_dir(folder: Path) -> None:
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return  # some filesystems do not allow opening a folder; the rename is still atomic
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)

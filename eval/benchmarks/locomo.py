@@ -23,6 +23,7 @@ from typing import Any
 import pandas as pd
 from tqdm import tqdm
 
+from core.atomic import write_json_atomic
 from core.paths import sha256_of
 from eval.benchmarks.locomo_audit import GOLD_MODES, load_errata, score_changing_positions
 from eval.context import JsonlRows, RunContext
@@ -553,9 +554,7 @@ class LoCoMoBenchmark:
         if not fresh and path.is_file():
             return json.loads(path.read_text(encoding="utf-8"))
         found = collect()
-        tmp = path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(found, indent=2, default=str), encoding="utf-8")
-        tmp.replace(path)
+        write_json_atomic(path, found, indent=2, default=str)
         return found
 
     def _ingest_and_predict(
