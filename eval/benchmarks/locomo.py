@@ -263,17 +263,27 @@ def _usage(llm: Any) -> LLMUsage:
     return llm.usage if hasattr(llm, "usage") else LLMUsage()
 
 
-def ingest(system: MemorySystem, episode: Episode, ctx: RunContext, bar: tqdm, sessions: Progress | None = None) -> dict[str, Any]:
+def ingest(
+    system: MemorySystem, episode: Episode, ctx: RunContext, bar: tqdm, sessions: Progress | None = None,
+    session_rows: JsonlRows | None = None,
+) -> dict[str, Any]:
     """Reset the namespace and add each session; return the ingest row (AddReport totals).
-    ``sessions`` is told each session done (the logger's ``ingest`` progress)."""
+    ``sessions`` is told each session done (the logger's ``ingest`` progress); ``session_rows`` gets one
+    row per session the first time it is added (``session_row``), so a run killed in a long ingest still
+    says what each finished session cost (scripts/ingest_cost.py)."""
     system.reset(episode.namespace)
     total = AddReport()
     before = _usage(ctx.llm)
     latencies = []
     for session in episode.sessions:
         started = time.perf_counter()
-        total.merge(system.add(episode.namespace, list(session.turns), session.time_iso))
+        session_before = _usage(ctx.llm)
+        report = system.add(episode.namespace, list(session.turns), session.time_iso)
         latencies.append(time.perf_counter() - started)
+        total.merge(report)
+        key = f"{episode.conversation.sample_id}:session_{session.number}"
+        if session_rows is not None and key not in session_rows:
+            session_rows.append(session_row(key, session, report, latencies[-1], usage_since(session_before, _usage(ctx.llm))))
         bar.update(1)
         if sessions is not None:
             sessions.tick()
@@ -468,6 +478,25 @@ def sample_positions(path: str | Path) -> dict[str, int]:
 
 
 # -- the benchmark -------------------------------------------------------------------------
+def session_row(key: str, session: Session, report: AddReport, seconds: float, metered: LLMUsage) -> dict[str, Any]:
+    """One added session: turns, wall seconds, what was stored and what the LLM did (as the system reported
+    it and as the client metered it; ``cached_calls`` says how much of it the response cache answered)."""
+    return {
+        "key": key,
+        "session": session.number,
+        "n_turns": len(session.turns),
+        "seconds": seconds,
+        "stored": len(report.stored),
+        "updated": len(report.updated),
+        "rejected": len(report.rejected),
+        "flagged": len(report.flagged),
+        "queued": len(report.queued),
+        "failures": report.failures,
+        "usage_reported": report.usage.__dict__,
+        "usage_metered": metered.__dict__,
+    }
+
+
 @dataclass
 class LoCoMoBenchmark:
     """Config: conf/benchmark/locomo.yaml. ``run`` returns the metrics dict (the runner adds metadata)."""
@@ -567,6 +596,7 @@ class LoCoMoBenchmark:
         predict_bar = tqdm(total=n_questions, desc="predict (questions)", unit="q", position=1)
         workers, guard = workers_of(ctx.cfg), SystemGuard(system)
         sessions = Progress(ctx, "ingest", ingest_bar.total)
+        session_rows = ctx.rows("ingest_sessions")
 
         def answer_one(item: tuple[Episode, Question, Search | None]) -> None:
             episode, question, found = item
@@ -579,7 +609,7 @@ class LoCoMoBenchmark:
         def episode_one(episode: Episode) -> None:
             """Ingest one conversation, then predict its questions on the shared question pool."""
             with guard.writing():
-                row = ingest(system, episode, ctx, ingest_bar, sessions)
+                row = ingest(system, episode, ctx, ingest_bar, sessions, session_rows)
             ingest_rows.append(row)  # first ingest's report is kept; a re-ingest does not duplicate it
             pending = [q for q in episode.questions if q.key not in predictions]
             if guard.parallel_search:

@@ -478,3 +478,36 @@ def test_download_script_mirror_hash_and_offline_message(tmp_path):
     if REAL_FILE is not None:
         assert download.obtain(out, REAL_FILE.parent) == "mirror"
         assert download.obtain(out, None, url="http://127.0.0.1:9/x") == "present"  # idempotent, no fetch
+
+
+class DyingIngestRag(CountingRag):
+    """Simulates a run killed inside a long ingest: raises on the (n+1)-th session added."""
+
+    def __init__(self, *args, sessions_before_kill: int, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.left = sessions_before_kill
+
+    def add(self, namespace, turns, session_time=None):
+        if self.left == 0:
+            raise KeyboardInterrupt("killed")
+        self.left -= 1
+        return super().add(namespace, turns, session_time)
+
+
+def test_a_run_killed_in_its_ingest_still_says_what_each_finished_session_cost(tmp_path):
+    from scripts.ingest_cost import ingest_cost, markdown
+
+    data = write(tmp_path, tiny_locomo())
+    bench = LoCoMoBenchmark(path=str(data), top_k=2, bootstrap_samples=200)
+    run_dir = tmp_path / "run"
+    system = DyingIngestRag(llm=None, embedder=BagOfWordsEmbedder(), workdir=str(tmp_path), name="rag", sessions_before_kill=3)
+    with pytest.raises(KeyboardInterrupt):
+        bench.run(system, make_ctx(run_dir, scripted_llm()))
+    assert read_keys(run_dir / "ingest_sessions.jsonl") == ["conv-a:session_1", "conv-a:session_2", "conv-b:session_1"]
+    partial = ingest_cost(run_dir)
+    assert not partial["finished"] and partial["all"]["sessions"] == 3 and partial["all"]["turns"] == 6
+    assert partial["all"]["usage_reported"]["calls_per_turn"] == 0 and partial["cold"]["turns"] == 6
+    assert "| all | 3 | 6 |" in markdown(partial)
+    bench.run(make_system(tmp_path), make_ctx(run_dir, scripted_llm()))  # resumed: re-ingests, keeps the first rows
+    assert read_keys(run_dir / "ingest_sessions.jsonl") == ["conv-a:session_1", "conv-a:session_2", "conv-b:session_1", "conv-b:session_2"]
+    assert ingest_cost(run_dir)["all"]["turns"] == 7  # (metrics.json, which marks a run finished, is the runner's)

@@ -1,0 +1,100 @@
+"""What a LoCoMo run's ingest cost per turn, from its per-session rows, finished or not.
+
+    python -m scripts.ingest_cost <run folder> [--out cost.json]
+
+Why: some systems cost minutes per turn here (Zep through graphiti, MemGPT's agent loop), so a run of
+theirs can be stopped long before its conversation is ingested. The run folder still holds one row per
+session added (``ingest_sessions.jsonl``, written by eval.benchmarks.locomo.ingest), and this turns them
+into the measured cost per ingested turn: wall seconds, LLM calls and tokens as the system reported them
+and as the harness client metered them (a server that makes its own LLM calls, like Letta, shows up only
+in the reported column), split by purpose. Sessions with any call served from the response cache are also
+left out in a second, "cold" summary, whose seconds are those of a machine paying for every call.
+Reads the folder only; no LLM, no model.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+SESSION_ROWS = "ingest_sessions.jsonl"
+
+
+def read_session_rows(run_dir: Path) -> list[dict[str, Any]]:
+    path = Path(run_dir) / SESSION_ROWS
+    if not path.is_file():
+        raise SystemExit(f"{path} is missing: is {run_dir} a LoCoMo run folder started at or after the commit that added per-session ingest rows?")
+    rows = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            print(f"{path} line {number}: not JSON (a torn last line of a killed run?); skipped", file=sys.stderr)
+    return rows
+
+
+def summarise(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """Per-turn cost over ``rows`` (None when there are none)."""
+    turns = sum(int(row["n_turns"]) for row in rows)
+    if not rows or not turns:
+        return None
+    out: dict[str, Any] = {"sessions": len(rows), "turns": turns, "seconds_per_turn": sum(row["seconds"] for row in rows) / turns,
+                           "failures": sum(int(row.get("failures", 0)) for row in rows)}  # fmt: skip
+    for source in ("usage_reported", "usage_metered"):
+        usage = [row[source] for row in rows]
+        purposes: dict[str, dict[str, float]] = {}
+        for one in usage:
+            for purpose, counts in one.get("by_purpose", {}).items():
+                into = purposes.setdefault(purpose, {})
+                for key, value in counts.items():
+                    into[key] = into.get(key, 0) + value / turns
+        out[source] = {
+            "calls_per_turn": sum(u["calls"] for u in usage) / turns,
+            "prompt_tokens_per_turn": sum(u["prompt_tokens"] for u in usage) / turns,
+            "completion_tokens_per_turn": sum(u["completion_tokens"] for u in usage) / turns,
+            "cached_share": sum(u.get("cached_calls", 0) for u in usage) / max(sum(u["calls"] for u in usage), 1),
+            "by_purpose_per_turn": purposes,
+        }
+    return out
+
+
+def ingest_cost(run_dir: Path) -> dict[str, Any]:
+    rows = read_session_rows(run_dir)
+    cold = [row for row in rows if not row["usage_metered"].get("cached_calls") and not row["usage_reported"].get("cached_calls")]
+    return {"run": str(run_dir), "finished": (Path(run_dir) / "metrics.json").is_file(), "all": summarise(rows), "cold": summarise(cold)}
+
+
+def markdown(report: dict[str, Any]) -> str:
+    lines = [f"{report['run']} ({'finished' if report['finished'] else 'not finished'})", "",
+             "| subset | sessions | turns | s / turn | calls / turn (reported, metered) | tokens / turn (reported) | cached share (metered) | failures |",
+             "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    for name in ("all", "cold"):
+        cell = report[name]
+        if cell is None:
+            lines.append(f"| {name} | 0 | 0 | | | | | |")
+            continue
+        reported, metered = cell["usage_reported"], cell["usage_metered"]
+        tokens = reported["prompt_tokens_per_turn"] + reported["completion_tokens_per_turn"]
+        lines.append(f"| {name} | {cell['sessions']} | {cell['turns']} | {cell['seconds_per_turn']:.1f} | "
+                     f"{reported['calls_per_turn']:.2f}, {metered['calls_per_turn']:.2f} | {tokens:,.0f} | {metered['cached_share']:.2f} | {cell['failures']} |")  # fmt: skip
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("run_dir", type=Path)
+    parser.add_argument("--out", type=Path, default=None, help="also write the report as JSON")
+    args = parser.parse_args(argv)
+    report = ingest_cost(args.run_dir)
+    print(markdown(report))
+    if args.out is not None:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(report, indent=2) + "\n")
+    return report
+
+
+if __name__ == "__main__":
+    main()
