@@ -17,6 +17,7 @@ Letta's LLM calls bypass the harness client; the tool-call layer still sends the
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import os
@@ -29,12 +30,14 @@ from typing import Any
 
 import httpx
 
-from core.atomic import write_json_atomic
 from core.api import AddReport, ConflictEvent, LLMUsage, Retrieved, StoredItem, Turn
+from core.atomic import write_json_atomic
+from core.llm import usage_since
 from core.llm.local_server import free_port
 from core.llm.tool_calls import ToolCallServer
 from core.paths import file_safe_name
 from core.servers import ManagedProcess
+from core.turn_costs import TurnCosts
 
 log = logging.getLogger(__name__)
 
@@ -224,6 +227,7 @@ class MemGPTMemory:
                                    max_tokens_cap=max_tokens, request_log=str(self.workdir / "tool_requests.jsonl"))
         self.home = self.workdir / "letta_home"
         self.ledger_dir = self.workdir / "memgpt_ledger"
+        self.turn_costs = TurnCosts(self.workdir)  # per turn, as it finishes: a stopped run still has its cost
         self._server: ManagedProcess | None = None
         self._http: httpx.Client | None = None
         self._ledgers: dict[str, _Ledger] = {}
@@ -373,10 +377,13 @@ class MemGPTMemory:
                 continue
             if session_time and not turn.session_time:
                 turn = Turn(turn.turn_id, turn.speaker, turn.text, session_time)
+            started, usage_before, failures_before = time.perf_counter(), copy.deepcopy(report.usage), report.failures
             if self.ingest_mode == "archival":
                 self._add_archival(ledger, turn, report)
             else:
                 self._add_message(ledger, turn, report)
+            self.turn_costs.record(namespace, turn.turn_id, time.perf_counter() - started, usage_since(usage_before, report.usage),
+                                   failures=report.failures - failures_before, mode=self.ingest_mode)  # fmt: skip
             ledger.done_turn_ids.append(turn.turn_id)
             self._save(namespace)
         return report

@@ -42,6 +42,7 @@ import numpy as np
 from core.api import AddReport, ConflictEvent, Retrieved, StoredItem, Turn
 from core.llm import free_port, usage_since
 from core.llm.library_tap import LibraryLLMTap
+from core.turn_costs import TurnCosts
 from core.servers import ManagedProcess
 
 log = logging.getLogger(__name__)
@@ -386,6 +387,7 @@ class ZepMemory:
         self._turns_ingested = 0
         self._add_seconds = 0.0
         self._episode_failures = 0
+        self.turn_costs = TurnCosts(self.workdir)  # per turn, as it finishes: a stopped run still has its cost
 
     # -- lifecycle --------------------------------------------------------------------
     def _run(self, coroutine: Any) -> Any:
@@ -499,7 +501,11 @@ class ZepMemory:
         before = self.tap.usage
         started = time.perf_counter()
         for turn in turns:
-            report.merge(self._add_turn(space, turn, turn.session_time or session_time))
+            turn_started, turn_before = time.perf_counter(), self.tap.usage
+            turn_report = self._add_turn(space, turn, turn.session_time or session_time)
+            self.turn_costs.record(namespace, turn.turn_id, time.perf_counter() - turn_started, usage_since(turn_before, self.tap.usage),
+                                   failures=turn_report.failures, stored=len(turn_report.stored))  # fmt: skip
+            report.merge(turn_report)
         self._add_seconds += time.perf_counter() - started
         self._turns_ingested += len(turns)
         report.usage = usage_since(before, self.tap.usage)

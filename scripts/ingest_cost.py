@@ -8,7 +8,10 @@ session added (``ingest_sessions.jsonl``, written by eval.benchmarks.locomo.inge
 into the measured cost per ingested turn: wall seconds, LLM calls and tokens as the system reported them
 and as the harness client metered them (a server that makes its own LLM calls, like Letta, shows up only
 in the reported column), split by purpose. Sessions with any call served from the response cache are also
-left out in a second, "cold" summary, whose seconds are those of a machine paying for every call.
+left out in a second, "cold" summary, whose seconds are those of a machine paying for every call. Systems
+that take minutes per turn (Zep, MemGPT) also log each turn as it finishes (core/turn_costs.py,
+``system/turn_costs.jsonl``), so a run stopped inside a session still has a third, per-turn summary of what
+the system accounted to each turn (the first record of a turn is kept: a resumed run's replays come later).
 Reads the folder only; no LLM, no model.
 """
 
@@ -21,12 +24,10 @@ from pathlib import Path
 from typing import Any
 
 SESSION_ROWS = "ingest_sessions.jsonl"
+TURN_ROWS = Path("system") / "turn_costs.jsonl"
 
 
-def read_session_rows(run_dir: Path) -> list[dict[str, Any]]:
-    path = Path(run_dir) / SESSION_ROWS
-    if not path.is_file():
-        raise SystemExit(f"{path} is missing: is {run_dir} a LoCoMo run folder started at or after the commit that added per-session ingest rows?")
+def _jsonl(path: Path) -> list[dict[str, Any]]:
     rows = []
     for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
         try:
@@ -34,6 +35,37 @@ def read_session_rows(run_dir: Path) -> list[dict[str, Any]]:
         except json.JSONDecodeError:
             print(f"{path} line {number}: not JSON (a torn last line of a killed run?); skipped", file=sys.stderr)
     return rows
+
+
+def read_session_rows(run_dir: Path) -> list[dict[str, Any]]:
+    path = Path(run_dir) / SESSION_ROWS
+    if not path.is_file():
+        if (Path(run_dir) / TURN_ROWS).is_file():
+            return []  # stopped inside its first session: only the per-turn log says anything
+        raise SystemExit(f"{path} is missing: is {run_dir} a LoCoMo run folder started at or after the commit that added per-session ingest rows?")
+    return _jsonl(path)
+
+
+def read_turn_rows(run_dir: Path) -> list[dict[str, Any]]:
+    """The system's per-turn log, the first record of each (namespace, turn) only; [] when the system keeps none."""
+    path = Path(run_dir) / TURN_ROWS
+    first: dict[tuple[str, str], dict[str, Any]] = {}
+    for row in _jsonl(path) if path.is_file() else []:
+        first.setdefault((str(row["namespace"]), str(row["turn_id"])), row)
+    return list(first.values())
+
+
+def summarise_turns(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
+    if not rows:
+        return None
+    n = len(rows)
+    usage = [row["usage"] for row in rows]
+    return {"turns": n, "seconds_per_turn": sum(row["seconds"] for row in rows) / n,
+            "calls_per_turn": sum(u["calls"] for u in usage) / n,
+            "prompt_tokens_per_turn": sum(u["prompt_tokens"] for u in usage) / n,
+            "completion_tokens_per_turn": sum(u["completion_tokens"] for u in usage) / n,
+            "cached_share": sum(u.get("cached_calls", 0) for u in usage) / max(sum(u["calls"] for u in usage), 1),
+            "failures": sum(int(row.get("failures", 0)) for row in rows)}  # fmt: skip
 
 
 def summarise(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -64,7 +96,8 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
 def ingest_cost(run_dir: Path) -> dict[str, Any]:
     rows = read_session_rows(run_dir)
     cold = [row for row in rows if not row["usage_metered"].get("cached_calls") and not row["usage_reported"].get("cached_calls")]
-    return {"run": str(run_dir), "finished": (Path(run_dir) / "metrics.json").is_file(), "all": summarise(rows), "cold": summarise(cold)}
+    return {"run": str(run_dir), "finished": (Path(run_dir) / "metrics.json").is_file(), "all": summarise(rows), "cold": summarise(cold),
+            "by_turn": summarise_turns(read_turn_rows(run_dir))}
 
 
 def markdown(report: dict[str, Any]) -> str:
@@ -80,6 +113,11 @@ def markdown(report: dict[str, Any]) -> str:
         tokens = reported["prompt_tokens_per_turn"] + reported["completion_tokens_per_turn"]
         lines.append(f"| {name} | {cell['sessions']} | {cell['turns']} | {cell['seconds_per_turn']:.1f} | "
                      f"{reported['calls_per_turn']:.2f}, {metered['calls_per_turn']:.2f} | {tokens:,.0f} | {metered['cached_share']:.2f} | {cell['failures']} |")  # fmt: skip
+    turn = report["by_turn"]
+    if turn is not None:
+        tokens = turn["prompt_tokens_per_turn"] + turn["completion_tokens_per_turn"]
+        lines.append(f"| turns logged by the system | | {turn['turns']} | {turn['seconds_per_turn']:.1f} | {turn['calls_per_turn']:.2f}, | "
+                     f"{tokens:,.0f} | {turn['cached_share']:.2f} | {turn['failures']} |")  # fmt: skip
     return "\n".join(lines)
 
 

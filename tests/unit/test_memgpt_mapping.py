@@ -160,3 +160,6 @@ def test_a_killed_run_resumes_the_agent_without_resending_finished_turns(tmp_pat
     resumed.reset("conv")  # a different conversation under the same namespace: a fresh agent
     resumed.add("conv", [Turn("X:1", "Bo", "hello", None)])
     assert letta.deleted == ["agent-1"] and letta.sent[-1][0] == "agent-2"
+    costs = [json.loads(line) for line in (tmp_path / "turn_costs.jsonl").read_text().splitlines()]
+    assert [(c["namespace"], c["turn_id"]) for c in costs] == [("conv", "D1:1"), ("conv", "D1:2"), ("conv", "D1:3"), ("conv", "X:1")]
+    assert all(c["usage"]["calls"] == 2 and c["usage"]["prompt_tokens"] == 100 and c["mode"] == "messages" for c in costs)
