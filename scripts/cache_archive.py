@@ -19,12 +19,14 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import io
 import json
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from core.atomic import write_bytes_atomic  # noqa: E402
 from core.llm.cache import ResponseCache  # noqa: E402
 
 CACHE_FILE = "llm_cache.sqlite"  # the file name conf/llm/*.yaml give cache_path inside cache_dir
@@ -40,10 +42,11 @@ def export_cache(cache_dir: Path, archive: Path) -> int:
         rows = cache.items()
     finally:
         cache.close()
-    archive.parent.mkdir(parents=True, exist_ok=True)
-    with open(archive, "wb") as raw, gzip.GzipFile(filename="", fileobj=raw, mode="wb", mtime=0) as packed:
+    raw = io.BytesIO()
+    with gzip.GzipFile(filename="", fileobj=raw, mode="wb", mtime=0) as packed:
         for key, value in rows:
             packed.write((json.dumps({"key": key, "value": json.loads(value)}, sort_keys=True, ensure_ascii=False) + "\n").encode())
+    write_bytes_atomic(archive, raw.getvalue())  # a session killed mid-export keeps the previous archive whole
     return len(rows)
 
 

@@ -8,8 +8,9 @@ Why: a whole conversation is hours of LLM time here, more than one working sessi
 starts with an empty response cache. Each row is one ``run.py experiment=<experiment> ...`` (resumable;
 a finished one is only read back). With ``--archive``, the archive is imported into the cache first and
 the cache is exported to it after every row (scripts/cache_archive), so committing that file after a
-killed session keeps every call paid for. Then it writes, from the run folders alone, each MOSAIC row
-minus rag over the same questions (paired bootstrap, overall and per category), the cost per ingested
+killed session keeps every call paid for; while a row runs the cache is also exported every
+``--export-every-min`` minutes (10), so a session that ends inside a two-hour row loses at most that much.
+Then it writes, from the run folders alone, each MOSAIC row minus rag over the same questions (paired bootstrap, overall and per category), the cost per ingested
 turn of every row, and the mechanism counts of each MOSAIC row. Rows that replay another row's ingest
 from the cache (the provenance rows share MOSAIC's ingest) show cached calls and almost no seconds: the
 cold cost is the ``mosaic`` row's.
@@ -26,12 +27,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from eval.provenance import code_version
 from eval.runner import read_metrics
-from scripts.cache_archive import export_cache, import_cache
+from scripts.cache_archive import CACHE_FILE, export_cache, import_cache
 from scripts.compare_runs import compare, markdown
 from scripts import run_rows
 from scripts.run_rows import ROOT, relative_to_checkout, run_folder
@@ -44,6 +48,32 @@ ROWS: dict[str, list[str]] = {
     "full_context": ["system=full_context"],
 }
 BASE_ROW = "rag"
+
+
+@contextmanager
+def periodic_export(cache_dir: Path, archive: Path | None, every_min: float) -> Iterator[None]:
+    """Export the cache to ``archive`` every ``every_min`` minutes in a background thread while the rows run.
+
+    Why: one row of a whole conversation is up to two hours here, and a working session can end inside it;
+    the export after each row would then never come. The export is atomic (scripts/cache_archive), and the
+    cache's WAL journal lets it read while run.py writes."""
+    if archive is None or every_min <= 0:
+        yield
+        return
+    stop = threading.Event()
+
+    def loop() -> None:
+        while not stop.wait(every_min * 60):
+            if (cache_dir / CACHE_FILE).is_file():
+                print(f"cache archive {archive}: {export_cache(cache_dir, archive)} responses (periodic)", flush=True)
+
+    thread = threading.Thread(target=loop, name="cache-archive-export", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
 
 
 def mechanisms(run: Path) -> dict[str, Any] | None:
@@ -75,6 +105,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--experiment", required=True, help="conf/experiment/<name>.yaml, e.g. locomo_conv26")
     parser.add_argument("--rows", nargs="+", default=["rag", "mosaic", "with_source_turns", "turn_matching"], choices=sorted(ROWS))
     parser.add_argument("--archive", type=Path, default=None, help="cache archive to import first and export after each row")
+    parser.add_argument("--export-every-min", type=float, default=10.0,
+                        help="with --archive, also export the cache every this many minutes while a row runs (0: only after each row)")
     parser.add_argument("--out", type=Path, default=None, help="default: results/bench/<experiment>_rows.json (and .md)")
     parser.add_argument("--publish", action="store_true", help="copy every finished row under results/published/runs/ and report those folders")
     parser.add_argument("--allow-dirty", action="store_true", help="run from uncommitted code (never for published rows)")
@@ -92,10 +124,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         added, held = import_cache(args.archive, cache_dir)
         print(f"cache archive {args.archive}: {added} responses added to {cache_dir}, {held} already held", flush=True)
     folders: dict[str, Path] = {}
-    for row in args.rows:
-        folders[row] = relative_to_checkout(run_folder([f"experiment={args.experiment}", *ROWS[row], *args.extra]))
-        if args.archive is not None:
-            print(f"cache archive {args.archive}: {export_cache(cache_dir, args.archive)} responses", flush=True)
+    with periodic_export(cache_dir, args.archive, args.export_every_min):
+        for row in args.rows:
+            folders[row] = relative_to_checkout(run_folder([f"experiment={args.experiment}", *ROWS[row], *args.extra]))
+            if args.archive is not None:
+                print(f"cache archive {args.archive}: {export_cache(cache_dir, args.archive)} responses", flush=True)
     if args.publish:
         folders = {row: relative_to_checkout(run_rows.publish(folder)) for row, folder in folders.items()}
         print("published: " + ", ".join(f"{row} {folder}" for row, folder in folders.items()), flush=True)

@@ -103,3 +103,42 @@ def test_rows_publish_only_clean_runs_and_never_with_allow_dirty(tmp_path, runs)
         rows_script.main(["--experiment", "x", "--rows", "rag", "--publish", "--allow-dirty"])
     with pytest.raises(SystemExit, match="start code not recorded"):  # the fixture's runs predate provenance
         rows_script.main(["--experiment", "x", "--rows", "rag", "--publish", "--out", str(tmp_path / "a.json")])
+
+
+def test_the_archive_is_also_exported_while_a_long_row_runs(tmp_path, runs, monkeypatch):
+    import time
+
+    slow = rows_script.run_folder
+
+    def slow_row(overrides):
+        folder = slow(overrides)  # pays its first call into the cache, then runs on
+        time.sleep(0.5)
+        return folder
+
+    monkeypatch.setattr(rows_script, "run_folder", slow_row)
+    exported: list[str] = []
+    real_export = rows_script.export_cache
+    monkeypatch.setattr(rows_script, "export_cache", lambda cache, archive: exported.append("x") or real_export(cache, archive))
+    rows_script.main(["--experiment", "x", "--rows", "rag", "--archive", str(tmp_path / "a.jsonl.gz"),
+                      "--export-every-min", "0.001", "--out", str(tmp_path / "a.json")])
+    assert len(exported) >= 3  # at least two periodic exports during the 0.5 s row, then the one after it
+
+
+def test_a_failed_export_keeps_the_previous_archive_whole(tmp_path, monkeypatch):
+    import gzip
+    import os
+
+    from scripts.cache_archive import export_cache
+
+    cache = ResponseCache(tmp_path / "cache" / "llm_cache.sqlite")
+    cache.put("k1", {"text": "a"})
+    archive = tmp_path / "a.jsonl.gz"
+    assert export_cache(tmp_path / "cache", archive) == 1
+    cache.put("k2", {"text": "b"})
+    monkeypatch.setattr(os, "replace", lambda *a: (_ for _ in ()).throw(OSError("killed")))
+    with pytest.raises(OSError):
+        export_cache(tmp_path / "cache", archive)
+    monkeypatch.undo()
+    with gzip.open(archive, "rt") as lines:
+        assert [json.loads(line)["key"] for line in lines] == ["k1"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.jsonl.gz", "cache"]
