@@ -1,11 +1,12 @@
 """Paired comparison of finished runs: each OTHER against BASE over the same questions or cases.
 
-    python -m scripts.compare_runs <BASE run folder> <OTHER run folder> [<OTHER> ...] [--out FILE.json]
+    python -m scripts.compare_runs <BASE run folder> <OTHER run folder> [<OTHER> ...] [--out FILE.json] [--plot FILE.png]
 
 LoCoMo runs: judge accuracy and token F1 of both, and OTHER - BASE with a paired bootstrap CI,
 overall and per category. Conflict-suite runs: detection and false alarms, the same way. Both:
 the write cost per turn (calls, tokens, seconds; share of calls the response cache served). No LLM
-call. Prints a markdown table; with --out also writes the JSON (and the table beside it as .md).
+call. Prints a markdown table; with --out also writes the JSON (and the table beside it as .md); with --plot a
+forest plot of the differences (PNG).
 """
 
 from __future__ import annotations
@@ -76,6 +77,59 @@ def markdown(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def plot(result: dict[str, Any], path: Path, names: list[str] | None = None) -> None:
+    """A forest plot of each OTHER minus base with its paired 95% CI, in points: judge accuracy overall and per
+    category (LoCoMo) or detection and false alarms (conflict suite). Why a picture: with three or four rows and
+    five groups, which differences clear zero is read faster from intervals than from a table of brackets."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    locomo = result["benchmark"] == "locomo"
+    labels = _category_labels(Path(result["base"])) if locomo else {}
+    rows = result["comparisons"]
+    names = names or [str(Path(row["run"]).parent.name + "/" + Path(row["run"]).name) for row in rows]
+    if locomo:
+        first = rows[0]["quality"] if rows else {"correct": {}, "per_category": {}}
+        groups = [("overall", lambda q: q["correct"], first["correct"].get("n"))]
+        groups += [(labels.get(c, f"category {c}"), lambda q, c=c: q["per_category"].get(c, {}), stat.get("n"))
+                   for c, stat in first["per_category"].items()]  # fmt: skip
+    else:
+        groups = [("detection", lambda q: q["detected"], None), ("false alarms", lambda q: q["false_alarm"], None)]
+    fig, ax = plt.subplots(figsize=(7, 1.4 + 0.3 * len(groups) * max(len(rows), 1)))
+    height = 0.8 / max(len(rows), 1)
+    for i, (row, name) in enumerate(zip(rows, names)):
+        ys, means, lows, highs = [], [], [], []
+        for g, (_, pick, _) in enumerate(groups):
+            stat = pick(row["quality"])
+            if stat.get("mean") is None:
+                continue
+            ys.append(len(groups) - 1 - g + 0.4 - height * (i + 0.5))
+            means.append(100 * stat["mean"])
+            lows.append(100 * (stat["mean"] - stat["ci_low"]))
+            highs.append(100 * (stat["ci_high"] - stat["mean"]))
+        ax.errorbar(means, ys, xerr=[lows, highs], fmt="o", capsize=3, label=name)
+    ax.axvline(0, color="grey", linewidth=1)
+    ax.set_yticks([len(groups) - 1 - g for g in range(len(groups))])
+    ax.set_yticklabels([f"{label}" + (f" (n = {n})" if n else "") for label, _, n in groups])
+    ax.set_xlabel(f"{'judge accuracy' if locomo else 'rate'}: other minus base, points (paired bootstrap 95% CI)")
+    ax.set_title(f"base: {result['base']}", fontsize=8)
+    ax.legend(fontsize=7, loc="best")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def _category_labels(run: Path) -> dict[str, str]:
+    """The run's category names (its metrics.json), e.g. {"1": "multi-hop"}; {} when it has none."""
+    try:
+        return dict(json.loads((run / "metrics.json").read_text()).get("category_labels") or {})
+    except (OSError, json.JSONDecodeError):
+        return {}
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("base", type=Path)
@@ -83,10 +137,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--out", type=Path, default=None, help="write the JSON here (and the table as .md beside it)")
     parser.add_argument("--samples", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--plot", type=Path, default=None, help="also draw the differences with their CIs to this PNG")
     args = parser.parse_args(argv)
     result = compare(args.base, args.others, args.samples, args.seed)
     table = markdown(result)
     print(table)
+    if args.plot:
+        plot(result, args.plot)
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(result, indent=2) + "\n")

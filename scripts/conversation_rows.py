@@ -10,8 +10,9 @@ a finished one is only read back). With ``--archive``, the archive is imported i
 the cache is exported to it after every row (scripts/cache_archive), so committing that file after a
 killed session keeps every call paid for; while a row runs the cache is also exported every
 ``--export-every-min`` minutes (10), so a session that ends inside a two-hour row loses at most that much.
-Then it writes, from the run folders alone, each MOSAIC row minus rag over the same questions (paired bootstrap, overall and per category), the cost per ingested
-turn of every row, and the mechanism counts of each MOSAIC row. Rows that replay another row's ingest
+Then it writes, from the run folders alone, each MOSAIC row minus rag over the same questions (paired
+bootstrap, overall and per category; also drawn, <out>.png), the cost per ingested turn of every row, and the
+mechanism counts of each MOSAIC row. Rows that replay another row's ingest
 from the cache (the provenance rows share MOSAIC's ingest) show cached calls and almost no seconds: the
 cold cost is the ``mosaic`` row's.
 
@@ -36,7 +37,7 @@ from typing import Any
 from eval.provenance import code_version
 from eval.runner import read_metrics
 from scripts.cache_archive import CACHE_FILE, export_cache, import_cache
-from scripts.compare_runs import compare, markdown
+from scripts.compare_runs import compare, markdown, plot
 from scripts import run_rows
 from scripts.run_rows import ROOT, relative_to_checkout, run_folder
 
@@ -142,6 +143,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=2, default=str) + "\n")
     out.with_suffix(".md").write_text(f"# {args.experiment}: {', '.join(args.rows)}\n\n{text}\n")
+    if result:
+        plot(result, out.with_suffix(".png"), names=others)
     print(text)
     return report
 

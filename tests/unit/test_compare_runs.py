@@ -87,3 +87,17 @@ def test_the_script_writes_json_and_table_and_refuses_mixed_benchmarks(tmp_path)
     (conflict / "metrics.json").write_text(json.dumps({"benchmark": "conflict"}))
     with pytest.raises(ValueError, match="compare runs of one benchmark"):
         compare_main([str(base), str(conflict)])
+
+
+def test_the_plot_draws_every_other_run_overall_and_per_category(tmp_path):
+    from PIL import Image
+
+    from scripts.compare_runs import compare, plot
+
+    base = _locomo_run(tmp_path, "base", [1, 0, 0, 1, 0, 1])
+    others = [_locomo_run(tmp_path, "a", [1, 1, 0, 1, 1, 1]), _locomo_run(tmp_path, "b", [0, 0, 0, 1, 0, 0])]
+    result = compare(base, others, n_samples=200)
+    plot(result, tmp_path / "plot" / "rows.png", names=["a", "b"])
+    with Image.open(tmp_path / "plot" / "rows.png") as image:
+        assert image.format == "PNG" and image.size[0] > 0 and image.size[1] > 0
+    assert set(result["comparisons"][0]["quality"]["per_category"]) == {"1", "2"}  # the two groups drawn below overall
