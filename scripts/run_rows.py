@@ -1,5 +1,8 @@
 """What the row scripts share (compare_write_cost, conversation_rows): run one configuration through
-run.py, name its folder briefly, and publish a finished one.
+run.py, name its folder briefly, and publish a finished one, or an unfinished one with its measured cost.
+
+    python -m scripts.run_rows <run folder>               # publish a finished run
+    python -m scripts.run_rows <run folder> --unfinished  # publish a stopped run and what its ingest cost
 
 Why a module of its own: both scripts drive run.py the same way; one copy of that code keeps their rows
 comparable, and publishing (copying a finished run folder under results/published/runs/, where
@@ -8,7 +11,9 @@ scripts/make_tables.py and the notebook read) is one checked step instead of a h
 
 from __future__ import annotations
 
+import argparse
 import filecmp
+import json
 import shutil
 import subprocess
 import sys
@@ -16,6 +21,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PUBLISHED_RUNS = ROOT / "results" / "published" / "runs"
+UNFINISHED_RUNS = ROOT / "results" / "published" / "unfinished"  # stopped runs: no metrics, so no table reads them
 # results/runs/<benchmark>/<system>/<ablation>/<config hash>/: the part of a run folder's path kept when published
 RUN_PATH_PARTS = 4
 
@@ -59,3 +65,50 @@ def publish(run: Path, published_runs: Path | None = None) -> Path:
         raise SystemExit(f"{target} exists with other metrics; remove it first if {run} is to replace it")
     shutil.copytree(run, target, ignore=shutil.ignore_patterns(".lock", ".lock.json", "*.tmp"))
     return target
+
+
+def publish_unfinished(run: Path, unfinished_runs: Path | None = None) -> Path:
+    """Copy a run stopped before its end to ``<unfinished_runs>/<benchmark>/<system>/<ablation>/<hash>``, with
+    ``ingest_cost.json`` (scripts/ingest_cost) beside its rows; its new path.
+
+    Why: a slice can cost more than the machine's time here (Zep, MemGPT take minutes per turn), and what
+    finished, with its measured cost per turn, is then the result. Refused for a finished run (publish() it),
+    for a run started from a dirty tree and for one resumed on other code (provenance.json). A folder
+    published unfinished before is replaced: the newer copy holds everything the older one did, and more."""
+    from eval.provenance import same_code
+    from scripts.ingest_cost import ingest_cost
+
+    run = ROOT / run if not run.is_absolute() else run
+    if (run / "metrics.json").is_file():
+        raise SystemExit(f"{run} is finished: publish it as a run (python -m scripts.run_rows {run})")
+    record_file = run / "provenance.json"
+    if not record_file.is_file():
+        raise SystemExit(f"{run}: no provenance.json, so no record of the code it ran; not a run folder of run.py?")
+    record = json.loads(record_file.read_text(encoding="utf-8"))
+    start = record.get("code_at_start") or {}
+    if start.get("dirty") or not start.get("git_sha") or start.get("git_sha") == "unknown":
+        raise SystemExit(f"{run}: started from a dirty tree or unknown code ({start}); rerun it from a clean tree at one commit")
+    if any(not same_code(call.get("code", {}), start) for call in record.get("invocations", [])):
+        raise SystemExit(f"{run}: resumed on other code than it started with; rerun it from one commit")
+    cost = {"code": start["git_sha"], **ingest_cost(run)}
+    target = (unfinished_runs or UNFINISHED_RUNS).joinpath(*run.parts[-RUN_PATH_PARTS:])
+    if target.exists():
+        shutil.rmtree(target)
+    shutil.copytree(run, target, ignore=shutil.ignore_patterns(".lock", ".lock.json", "*.tmp"))
+    (target / "ingest_cost.json").write_text(json.dumps(cost, indent=2, default=str) + "\n", encoding="utf-8")
+    return target
+
+
+def main(argv: list[str] | None = None) -> Path:
+    parser = argparse.ArgumentParser(description="publish a run folder under results/published/")
+    parser.add_argument("run_dir", type=Path)
+    parser.add_argument("--unfinished", action="store_true", help="a run stopped before its end: publish what finished and its measured ingest cost")
+    args = parser.parse_args(argv)
+    target = publish_unfinished(args.run_dir) if args.unfinished else publish(args.run_dir)
+    print(relative_to_checkout(target))
+    return target
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(ROOT))
+    main()

@@ -142,3 +142,31 @@ def test_a_failed_export_keeps_the_previous_archive_whole(tmp_path, monkeypatch)
     with gzip.open(archive, "rt") as lines:
         assert [json.loads(line)["key"] for line in lines] == ["k1"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.jsonl.gz", "cache"]
+
+
+def test_an_unfinished_run_is_published_with_its_ingest_cost_and_replaced_by_a_later_copy(tmp_path, monkeypatch):
+    from core.api import LLMUsage
+    from core.turn_costs import TurnCosts
+    from scripts import run_rows
+
+    monkeypatch.setattr(run_rows, "UNFINISHED_RUNS", tmp_path / "unfinished")
+    run = tmp_path / "results" / "runs" / "locomo" / "zep" / "none" / "h9"
+    clean = {"git_sha": "abc", "dirty": False, "diff_sha256": None}
+    (run / "system").mkdir(parents=True)
+    (run / "provenance.json").write_text(json.dumps({"code_at_start": clean, "invocations": [{"code": clean}]}))
+    TurnCosts(run / "system").record("locomo:conv-26", "D1:1", 120.0, LLMUsage(calls=4, prompt_tokens=5000, completion_tokens=300))
+    target = run_rows.publish_unfinished(run)
+    cost = json.loads((target / "ingest_cost.json").read_text())
+    assert target == tmp_path / "unfinished" / "locomo" / "zep" / "none" / "h9"
+    assert cost["code"] == "abc" and not cost["finished"] and cost["by_turn"]["turns"] == 1 and cost["by_turn"]["calls_per_turn"] == 4
+    TurnCosts(run / "system").record("locomo:conv-26", "D1:2", 100.0, LLMUsage(calls=4))
+    assert json.loads((run_rows.publish_unfinished(run) / "ingest_cost.json").read_text())["by_turn"]["turns"] == 2  # replaced
+    (run / "provenance.json").write_text(json.dumps({"code_at_start": clean, "invocations": [{"code": {**clean, "git_sha": "def"}}]}))
+    with pytest.raises(SystemExit, match="resumed on other code"):
+        run_rows.publish_unfinished(run)
+    (run / "provenance.json").write_text(json.dumps({"code_at_start": {**clean, "dirty": True}, "invocations": []}))
+    with pytest.raises(SystemExit, match="dirty tree"):
+        run_rows.publish_unfinished(run)
+    (run / "metrics.json").write_text("{}")
+    with pytest.raises(SystemExit, match="is finished"):
+        run_rows.publish_unfinished(run)
