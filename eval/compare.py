@@ -24,12 +24,13 @@ from typing import Any
 import numpy as np
 
 from eval.metrics import bootstrap, resampled_mean, token_f1
+from eval.rows import read_rows
 
 
 def _jsonl(path: Path) -> list[dict[str, Any]]:
     if not path.exists():
         raise FileNotFoundError(f"{path} is missing: is {path.parent} a finished run folder (run.py writes it)?")
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return read_rows(path)
 
 
 def run_kind(run_dir: Path) -> str:

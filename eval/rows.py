@@ -100,3 +100,18 @@ class JsonlRows:
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         return iter(self.rows())
+
+
+def read_rows(path: Path) -> list[dict[str, Any]]:
+    """Every row of a JSONL file written by a run, read only (the file is never touched, so a published or
+    still-running run can be read): a line that is not JSON, such as the torn last line of a killed write,
+    is skipped and logged with its number. For the read-only reports (compare, ingest cost, tool calls)."""
+    rows = []
+    for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            log.warning("%s line %d: not JSON (a torn last line of a killed run?); skipped", path, number)
+    return rows

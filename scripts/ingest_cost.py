@@ -18,23 +18,14 @@ Reads the folder only; no LLM, no model.
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 from pathlib import Path
 from typing import Any
 
+from core.atomic import write_json_atomic
+from eval.rows import read_rows
+
 SESSION_ROWS = "ingest_sessions.jsonl"
 TURN_ROWS = Path("system") / "turn_costs.jsonl"
-
-
-def _jsonl(path: Path) -> list[dict[str, Any]]:
-    rows = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError:
-            print(f"{path} line {number}: not JSON (a torn last line of a killed run?); skipped", file=sys.stderr)
-    return rows
 
 
 def read_session_rows(run_dir: Path) -> list[dict[str, Any]]:
@@ -43,14 +34,14 @@ def read_session_rows(run_dir: Path) -> list[dict[str, Any]]:
         if (Path(run_dir) / TURN_ROWS).is_file():
             return []  # stopped inside its first session: only the per-turn log says anything
         raise SystemExit(f"{path} is missing: is {run_dir} a LoCoMo run folder started at or after the commit that added per-session ingest rows?")
-    return _jsonl(path)
+    return read_rows(path)
 
 
 def read_turn_rows(run_dir: Path) -> list[dict[str, Any]]:
     """The system's per-turn log, the first record of each (namespace, turn) only; [] when the system keeps none."""
     path = Path(run_dir) / TURN_ROWS
     first: dict[tuple[str, str], dict[str, Any]] = {}
-    for row in _jsonl(path) if path.is_file() else []:
+    for row in read_rows(path) if path.is_file() else []:
         first.setdefault((str(row["namespace"]), str(row["turn_id"])), row)
     return list(first.values())
 
@@ -129,8 +120,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     report = ingest_cost(args.run_dir)
     print(markdown(report))
     if args.out is not None:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(report, indent=2) + "\n")
+        write_json_atomic(args.out, report, indent=2)
     return report
 
 

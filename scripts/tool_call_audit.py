@@ -21,22 +21,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from core.atomic import write_json_atomic
+from eval.rows import read_rows
+
 LOG = Path("system") / "tool_requests.jsonl"
-
-
-def _entries(path: Path) -> list[dict[str, Any]]:
-    rows = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError:
-            print(f"{path} line {number}: not JSON (torn by a kill?); skipped", file=sys.stderr)
-    return rows
 
 
 def _is_heartbeat(content: Any) -> bool:
@@ -101,11 +93,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     path = args.run_dir / LOG
     if not path.is_file():
         raise SystemExit(f"{path} is missing: only runs whose system uses the tool-call layer (system=memgpt) write it")
-    report = {"run": str(args.run_dir), **audit(_entries(path), args.reply_tool)}
+    report = {"run": str(args.run_dir), **audit(read_rows(path), args.reply_tool)}
     print(json.dumps(report, indent=2))
     if args.out is not None:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(report, indent=2) + "\n")
+        write_json_atomic(args.out, report, indent=2)
     return report
 
 
