@@ -74,11 +74,18 @@ def _git(*args: str) -> str:
     return subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True, check=True).stdout
 
 
+# Outputs, not code: archives, benchmarks, tables and published runs. No run reads them (tables do), and the
+# row scripts write them while rows run (conversation_rows exports its cache archive after every row), so a
+# change there must not make the next row's code "dirty" and unpublishable.
+OUTPUT_PATHS = ("results",)
+
+
 def code_version() -> dict[str, Any]:
-    """git sha, dirty flag and a hash of the uncommitted diff of tracked files (so two dirty states differ)."""
+    """git sha, dirty flag and a hash of the uncommitted diff of tracked files outside OUTPUT_PATHS (so two
+    dirty states differ)."""
     try:
         sha = _git("rev-parse", "HEAD").strip()
-        diff = _git("diff", "HEAD", "--no-ext-diff", "--binary")
+        diff = _git("diff", "HEAD", "--no-ext-diff", "--binary", "--", ".", *(f":(exclude){path}" for path in OUTPUT_PATHS))
     except (OSError, subprocess.CalledProcessError):
         return {"git_sha": "unknown", "dirty": None, "diff_sha256": None}
     return {"git_sha": sha, "dirty": bool(diff.strip()), "diff_sha256": hashlib.sha256(diff.encode()).hexdigest()[:16] if diff.strip() else None}
