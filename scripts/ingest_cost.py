@@ -46,16 +46,20 @@ def read_turn_rows(run_dir: Path) -> list[dict[str, Any]]:
     return list(first.values())
 
 
+def _usage_per_turn(usage: list[dict[str, Any]], turns: int) -> dict[str, float]:
+    """Calls and tokens per turn, and the share of calls the response cache served, over usage records."""
+    calls = sum(u["calls"] for u in usage)
+    return {"calls_per_turn": calls / turns,
+            "prompt_tokens_per_turn": sum(u["prompt_tokens"] for u in usage) / turns,
+            "completion_tokens_per_turn": sum(u["completion_tokens"] for u in usage) / turns,
+            "cached_share": sum(u.get("cached_calls", 0) for u in usage) / max(calls, 1)}  # fmt: skip
+
+
 def summarise_turns(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
     if not rows:
         return None
     n = len(rows)
-    usage = [row["usage"] for row in rows]
-    return {"turns": n, "seconds_per_turn": sum(row["seconds"] for row in rows) / n,
-            "calls_per_turn": sum(u["calls"] for u in usage) / n,
-            "prompt_tokens_per_turn": sum(u["prompt_tokens"] for u in usage) / n,
-            "completion_tokens_per_turn": sum(u["completion_tokens"] for u in usage) / n,
-            "cached_share": sum(u.get("cached_calls", 0) for u in usage) / max(sum(u["calls"] for u in usage), 1),
+    return {"turns": n, "seconds_per_turn": sum(row["seconds"] for row in rows) / n, **_usage_per_turn([row["usage"] for row in rows], n),
             "failures": sum(int(row.get("failures", 0)) for row in rows)}  # fmt: skip
 
 
@@ -74,13 +78,7 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
                 into = purposes.setdefault(purpose, {})
                 for key, value in counts.items():
                     into[key] = into.get(key, 0) + value / turns
-        out[source] = {
-            "calls_per_turn": sum(u["calls"] for u in usage) / turns,
-            "prompt_tokens_per_turn": sum(u["prompt_tokens"] for u in usage) / turns,
-            "completion_tokens_per_turn": sum(u["completion_tokens"] for u in usage) / turns,
-            "cached_share": sum(u.get("cached_calls", 0) for u in usage) / max(sum(u["calls"] for u in usage), 1),
-            "by_purpose_per_turn": purposes,
-        }
+        out[source] = {**_usage_per_turn(usage, turns), "by_purpose_per_turn": purposes}
     return out
 
 
