@@ -24,6 +24,7 @@ PUBLISHED_RUNS = ROOT / "results" / "published" / "runs"
 UNFINISHED_RUNS = ROOT / "results" / "published" / "unfinished"  # stopped runs: no metrics, so no table reads them
 # results/runs/<benchmark>/<system>/<ablation>/<config hash>/: the part of a run folder's path kept when published
 RUN_PATH_PARTS = 4
+RUN_FOLDER_SCRATCH = shutil.ignore_patterns(".lock", ".lock.json", "*.tmp")  # a run's lock and half-written files: never published
 
 
 def run_folder(overrides: list[str]) -> Path:
@@ -63,7 +64,7 @@ def publish(run: Path, published_runs: Path | None = None) -> Path:
         if filecmp.cmp(target / "metrics.json", metrics_file, shallow=False):
             return target
         raise SystemExit(f"{target} exists with other metrics; remove it first if {run} is to replace it")
-    shutil.copytree(run, target, ignore=shutil.ignore_patterns(".lock", ".lock.json", "*.tmp"))
+    shutil.copytree(run, target, ignore=RUN_FOLDER_SCRATCH)
     return target
 
 
@@ -94,7 +95,7 @@ def publish_unfinished(run: Path, unfinished_runs: Path | None = None) -> Path:
     target = (unfinished_runs or UNFINISHED_RUNS).joinpath(*run.parts[-RUN_PATH_PARTS:])
     if target.exists():
         shutil.rmtree(target)
-    shutil.copytree(run, target, ignore=shutil.ignore_patterns(".lock", ".lock.json", "*.tmp"))
+    shutil.copytree(run, target, ignore=RUN_FOLDER_SCRATCH)
     (target / "ingest_cost.json").write_text(json.dumps(cost, indent=2, default=str) + "\n", encoding="utf-8")
     return target
 
