@@ -38,7 +38,7 @@ NON_SEMANTIC_KEYS = ("logger", "results_dir", "cache_dir", "hydra", "overwrite",
 # Per-client keys that say where or how patiently to reach a server, not what it computes: a server on
 # another port (base_url) or a longer timeout can resume a run.
 TRANSPORT_KEYS = ("cache_path", "verbosity", "flash_attn", "base_url", "api_key_env", "timeout_s", "patience_s",
-                  "max_retries", "retry_wait_s", "health_timeout_s")  # fmt: skip
+                  "max_retries", "retry_wait_s", "health_timeout_s", "remember_output_faults")  # fmt: skip
 
 
 class ConfigError(HarnessError, ValueError):

@@ -22,6 +22,9 @@ from core.llm.meter import UsageMeter
 
 log = logging.getLogger(__name__)
 
+# The key that marks a cache entry as a remembered output fault (a deterministic bad reply), not a response.
+OUTPUT_FAULT = "output_fault"
+
 
 class BadResponseError(LLMError):
     """The server answered 200 with something that is not a usable chat completion (retried, never cached)."""
@@ -75,6 +78,7 @@ class OpenAICompatClient:
         health_timeout_s: float = 0.0,
         extra_body: dict[str, Any] | None = None,
         context_tokens: int | None = None,
+        remember_output_faults: bool = True,
     ) -> None:
         self._base_url = base_url.rstrip("/") if base_url else ""
         self._model = model
@@ -88,6 +92,11 @@ class OpenAICompatClient:
         self.health_timeout_s = health_timeout_s
         self.extra_body = dict(extra_body or {})
         self.context_tokens = context_tokens
+        # A greedy (temperature 0) reply that is cut off or breaks its schema comes back the same when asked again,
+        # so the fault itself is cached (marked, never served as a response): a replay then fails the same way at
+        # no cost instead of paying the generation again, and cannot drift to a different reply on a server whose
+        # output shifts slightly with its prompt-cache state.
+        self.remember_output_faults = remember_output_faults
         self.cache = ResponseCache(cache_path) if cache_path else None
         self.meter = UsageMeter()
         self._http: httpx.Client | None = None
@@ -220,6 +229,12 @@ class OpenAICompatClient:
             payload["top_logprobs"] = top_logprobs
         key = ResponseCache.key(payload)
         hit = self.cache.get(key) if self.cache else None
+        if hit is not None and OUTPUT_FAULT in hit:
+            if self.remember_output_faults:
+                remembered = ChatResult(**{**{k: v for k, v in hit.items() if k != OUTPUT_FAULT}, "cached": True})
+                self.meter.record(purpose, remembered)
+                raise LLMOutputError(f"{hit[OUTPUT_FAULT]} (remembered from an identical earlier request): {remembered.text[:200]!r}")
+            hit = None  # remembering is off: ask again
         if hit is not None and self._usable(ChatResult(**{**hit, "cached": True}), response_schema is not None) is None:
             result = ChatResult(**{**hit, "cached": True})
         else:  # a miss, or an entry cached before responses were validated: asked again
@@ -253,8 +268,10 @@ class OpenAICompatClient:
             problem = self._usable(result, response_schema is not None)
             if response_schema is not None and choice.get("finish_reason") == "length":
                 problem = f"generation cut off at max_tokens={max_tokens} (finish_reason length)"
-            if problem:  # a model fault: counted by the caller (chat_json retries with another seed), never cached
+            if problem:  # a model fault: counted by the caller (chat_json retries with another seed), never served from the cache
                 self.meter.record(purpose, result)
+                if self.cache and self.remember_output_faults and temperature == 0 and result.text.strip():
+                    self.cache.put(key, {**{k: v for k, v in result.__dict__.items() if k != "cached"}, OUTPUT_FAULT: problem})
                 raise LLMOutputError(f"{problem}: {result.text[:200]!r}")
             if self.cache:
                 self.cache.put(key, {k: v for k, v in result.__dict__.items() if k != "cached"})

@@ -52,6 +52,7 @@ class LocalLLM(OpenAICompatClient):
         extra_body: dict[str, Any] | None = None,
         verbosity: int = 1,
         flash_attn: str | bool = "auto",
+        remember_output_faults: bool = True,
     ) -> None:
         if isinstance(flash_attn, bool):  # YAML 1.1 readers turn a bare on/off into a bool
             flash_attn = "on" if flash_attn else "off"
@@ -65,6 +66,7 @@ class LocalLLM(OpenAICompatClient):
             max_retries=max_retries,
             extra_body=extra_body,
             context_tokens=context_tokens,
+            remember_output_faults=remember_output_faults,
         )
         self.model_spec = model
         self.hub_filename = hub_filename

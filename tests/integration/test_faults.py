@@ -22,6 +22,7 @@ from omegaconf import open_dict
 from core.api import HarnessError
 from core.llm import LLMError, OpenAICompatClient, ResponseCache
 from core.llm.cache import CacheError
+from core.llm.client import OUTPUT_FAULT
 from core.paths import sha256_of
 from eval.provenance import CodeChangedError
 from eval.rows import JsonlRows
@@ -181,12 +182,18 @@ def test_3_bad_responses_are_counted_never_cached(server, tiny_locomo, tmp_path,
 
 
 @pytest.mark.parametrize("mode", ["empty", "truncated"])
-def test_3_schema_request_with_unusable_output_is_not_cached(mode, server, tmp_path):
+def test_3_schema_request_with_unusable_output_is_never_served(mode, server, tmp_path):
     server.mode = mode
     client = OpenAICompatClient(server.url, model=MODEL_ID, cache_path=str(tmp_path / "c.sqlite"), max_retries=2, retry_wait_s=0)
     with pytest.raises(Exception, match="empty content|cut off"):
         client.chat_json([{"role": "user", "content": "x"}], {"type": "object"}, attempts=2)
-    assert ResponseCache(tmp_path / "c.sqlite")._conn.execute("SELECT COUNT(*) FROM responses").fetchone()[0] == 0
+    entries = [json.loads(v) for (v,) in ResponseCache(tmp_path / "c.sqlite")._conn.execute("SELECT value FROM responses")]
+    # an empty reply is a server fault (asked again next time); a cut-off greedy reply is remembered as a fault
+    assert all(OUTPUT_FAULT in e for e in entries) and len(entries) == (0 if mode == "empty" else 2)
+    calls = server.calls
+    with pytest.raises(Exception, match="empty content|cut off"):
+        client.chat_json([{"role": "user", "content": "x"}], {"type": "object"}, attempts=2)
+    assert server.calls > calls if mode == "empty" else server.calls == calls
 
 
 def test_3_old_bad_cache_entry_is_asked_again(server, tmp_path):

@@ -120,3 +120,36 @@ def test_local_flash_attn_setting_is_checked_and_takes_yaml_booleans():
     assert LocalLLM(model="x.gguf", flash_attn="on").flash_attn == "on"
     with pytest.raises(ValueError, match="flash_attn"):
         LocalLLM(model="x.gguf", flash_attn="fast")
+
+
+def test_greedy_schema_fault_is_remembered_so_a_replay_pays_nothing(server, tmp_path):
+    client = OpenAICompatClient(base_url=server, model="m", cache_path=str(tmp_path / "c.sqlite"))
+    messages = [{"role": "user", "content": "x"}]
+    _Handler.replies = [(200, "not json"), (200, '{"label": "ok"}')]
+    assert client.chat_json(messages, {"type": "object"}) == {"label": "ok"}
+    assert len(_Handler.seen) == 2
+    before = client.usage
+    assert client.chat_json(messages, {"type": "object"}) == {"label": "ok"}  # seed 0 fails again from the cache
+    assert len(_Handler.seen) == 2
+    spent = usage_since(before, client.usage)
+    assert spent.calls == 2 and spent.cached_calls == 2
+    with pytest.raises(LLMOutputError, match="remembered"):  # the fault is never served as a response
+        client.chat(messages, response_schema={"type": "object"}, seed=0)
+
+
+def test_fault_memory_off_or_sampling_asks_again(server, tmp_path):
+    messages = [{"role": "user", "content": "x"}]
+    remembering = OpenAICompatClient(base_url=server, model="m", cache_path=str(tmp_path / "c.sqlite"))
+    _Handler.replies = [(200, "not json")]
+    with pytest.raises(LLMOutputError):
+        remembering.chat(messages, response_schema={"type": "object"})
+    forgetting = OpenAICompatClient(base_url=server, model="m", cache_path=str(tmp_path / "c.sqlite"), remember_output_faults=False)
+    _Handler.replies = [(200, '{"label": "ok"}')]
+    assert forgetting.chat(messages, response_schema={"type": "object"}).json() == {"label": "ok"}
+    assert len(_Handler.seen) == 2
+    assert remembering.chat(messages, response_schema={"type": "object"}).json() == {"label": "ok"}  # the good reply replaced the fault
+    _Handler.replies = [(200, "not json"), (200, "not json")]
+    for _ in range(2):  # sampled replies differ when asked again: a fault at temperature > 0 is not remembered
+        with pytest.raises(LLMOutputError):
+            remembering.chat(messages, response_schema={"type": "object"}, temperature=0.7)
+    assert len(_Handler.seen) == 4
