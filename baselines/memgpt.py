@@ -23,6 +23,7 @@ import logging
 import os
 import sqlite3
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -137,6 +138,35 @@ def add_events(
                 reason="memgpt: archival passage deleted during this add",
                 new_source_turn_ids=[turn.turn_id], old_source_turn_ids=list(passage_turns.get(pid, [])), old_memory_id=pid))
     return stored, events
+
+
+# Requests that change nothing on the server, so sending one twice is safe.
+IDEMPOTENT_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
+def send_over_fresh_connection_if_reset(
+    http: httpx.Client, reconnect: Callable[[], httpx.Client], method: str, path: str, **kwargs: Any
+) -> tuple[httpx.Client, httpx.Response]:
+    """Send one request; return the client to use from now on and the response.
+
+    Letta's server (uvicorn) closes a connection after an unhandled error (its 500s), so the next request on
+    that pooled connection can be reset before the server reads it (seen live: a failed turn's 500, then
+    the adapter's archival listing died with "Connection reset by peer" and took the run with it). After
+    any 5xx the client is replaced, so no later request reuses that connection, and an idempotent request
+    that meets a reset or a closed connection is sent once more on a new client. A POST is never re-sent:
+    it may have reached the agent."""
+    try:
+        response = http.request(method, path, **kwargs)
+    except (httpx.ReadError, httpx.RemoteProtocolError, httpx.WriteError):
+        if method.upper() not in IDEMPOTENT_METHODS:
+            raise
+        http.close()
+        http = reconnect()
+        response = http.request(method, path, **kwargs)
+    if response.status_code >= 500:
+        http.close()
+        http = reconnect()
+    return http, response
 
 
 def message_for(turn: Turn, template: str) -> str:
@@ -263,7 +293,7 @@ class MemGPTMemory:
         self._server.start()
         self.start_s = round(time.perf_counter() - started, 1)
         self.schema_fixed = fix_archives_agents_default(self.home / ".letta" / "sqlite.db") or self.schema_fixed
-        self._http = httpx.Client(base_url=self._base_url, timeout=self.request_timeout_s, trust_env=False)
+        self._http = self._new_http()
         log.info("letta server up in %.0f s on %s (schema fix applied: %s)", self.start_s, self._base_url, self.schema_fixed)
 
     def close(self) -> None:
@@ -275,10 +305,13 @@ class MemGPTMemory:
             self._server = None
         self.tools.close()
 
+    def _new_http(self) -> httpx.Client:
+        return httpx.Client(base_url=self._base_url, timeout=self.request_timeout_s, trust_env=False)
+
     def _request(self, method: str, path: str, **kwargs: Any) -> Any:
         self.base_url  # noqa: B018 - starts the server on first use
         assert self._http is not None
-        response = self._http.request(method, path, **kwargs)
+        self._http, response = send_over_fresh_connection_if_reset(self._http, self._new_http, method, path, **kwargs)
         if response.status_code >= 400:
             raise LettaError(f"Letta {method} {path} answered {response.status_code}: {response.text[:500]} "
                              f"(server log: {self.workdir / 'letta_server.log'})")

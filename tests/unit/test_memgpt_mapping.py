@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sqlite3
 
+import httpx
 import pytest
 
 from baselines.memgpt import (
@@ -12,6 +13,7 @@ from baselines.memgpt import (
     assistant_text,
     fix_archives_agents_default,
     message_for,
+    send_over_fresh_connection_if_reset,
     tool_calls_in,
     usage_from,
 )
@@ -163,3 +165,50 @@ def test_a_killed_run_resumes_the_agent_without_resending_finished_turns(tmp_pat
     costs = [json.loads(line) for line in (tmp_path / "turn_costs.jsonl").read_text().splitlines()]
     assert [(c["namespace"], c["turn_id"]) for c in costs] == [("conv", "D1:1"), ("conv", "D1:2"), ("conv", "D1:3"), ("conv", "X:1")]
     assert all(c["usage"]["calls"] == 2 and c["usage"]["prompt_tokens"] == 100 and c["mode"] == "messages" for c in costs)
+
+
+class _Server:
+    """A stand-in for Letta's HTTP side: resets the first request on a client, or answers 500 once."""
+
+    def __init__(self, reset_first: bool = False, fail_first_post: bool = False) -> None:
+        self.reset_first, self.fail_first_post = reset_first, fail_first_post
+        self.seen: list[str] = []
+        self.clients = 0
+
+    def client(self) -> httpx.Client:
+        self.clients += 1
+        generation = self.clients
+
+        def handle(request: httpx.Request) -> httpx.Response:
+            self.seen.append(f"{generation}:{request.method}")
+            if self.reset_first and generation == 1:
+                raise httpx.ReadError("[Errno 104] Connection reset by peer", request=request)
+            if self.fail_first_post and request.method == "POST" and generation == 1:
+                return httpx.Response(500, json={"detail": "An internal server error occurred"})
+            return httpx.Response(200, json={"ok": generation})
+
+        return httpx.Client(base_url="http://letta.test", transport=httpx.MockTransport(handle))
+
+
+def test_a_reset_get_is_sent_once_more_on_a_new_connection() -> None:
+    server = _Server(reset_first=True)
+    http, response = send_over_fresh_connection_if_reset(server.client(), server.client, "GET", "/v1/agents/a/archival-memory")
+    assert response.json() == {"ok": 2}
+    assert server.seen == ["1:GET", "2:GET"]
+    assert http.request("GET", "/x").json() == {"ok": 2}  # later requests go through the new client
+
+
+def test_a_reset_post_is_never_sent_twice() -> None:
+    server = _Server(reset_first=True)
+    with pytest.raises(httpx.ReadError):
+        send_over_fresh_connection_if_reset(server.client(), server.client, "POST", "/v1/agents/a/messages", json={})
+    assert server.seen == ["1:POST"]
+
+
+def test_after_a_server_error_the_next_request_uses_a_new_connection() -> None:
+    server = _Server(fail_first_post=True)
+    http, response = send_over_fresh_connection_if_reset(server.client(), server.client, "POST", "/v1/agents/a/messages", json={})
+    assert response.status_code == 500  # returned to the caller, which reports the failed turn
+    http, response = send_over_fresh_connection_if_reset(http, server.client, "GET", "/v1/agents/a/archival-memory")
+    assert response.json() == {"ok": 2}
+    assert server.seen == ["1:POST", "2:GET"]
