@@ -304,10 +304,14 @@ class ToolCallServer:
         schema = tool_call_schema(callable_tools, allow_text)
         messages = flatten_messages(request.get("messages", []), tools_instruction(callable_tools, allow_text))
         last: LLMOutputError | None = None
+        last_text = ""
         for attempt in range(self.attempts):
-            result = self.llm.chat(messages, response_schema=schema, max_tokens=max_tokens, temperature=temperature,
-                                   seed=seed + attempt, purpose=self.purpose)
+            # A reply the client itself refuses (cut off at max_tokens, not JSON) is retried with the next seed
+            # like one that parses but breaks the tool's schema: at temperature 0 the same seed loops the same way.
             try:
+                result = self.llm.chat(messages, response_schema=schema, max_tokens=max_tokens, temperature=temperature,
+                                       seed=seed + attempt, purpose=self.purpose)
+                last_text = result.text
                 name, arguments = parse_tool_call(result.text, callable_tools, allow_text)
             except LLMOutputError as err:
                 last = err
@@ -324,7 +328,7 @@ class ToolCallServer:
                 self.stats.by_tool[name] = self.stats.by_tool.get(name, 0) + 1
             self._log(request, result.text, name)
             return completion_body(self.model_name, result, name, arguments)
-        self._log(request, result.text, None)
+        self._log(request, last_text or str(last), None)
         with self._stats_lock:
             self.stats.tool_requests += 1
             self.stats.malformed += 1

@@ -100,6 +100,32 @@ def test_bad_reply_is_retried_then_reported_as_error():
     assert server.stats.malformed == 1 and server.stats.tool_requests == 1
 
 
+def test_reply_cut_off_by_the_client_is_retried_with_the_next_seed():
+    """A greedy reply that loops to max_tokens comes back the same for the same seed (and, remembered as a
+    fault, fails at once): the layer asks once more with another seed instead of failing the agent's step."""
+    seeds: list[int] = []
+
+    def reply(messages, schema, seed):
+        seeds.append(seed)
+        if len(seeds) == 1:
+            raise LLMOutputError("generation cut off at max_tokens=512 (finish_reason length)")
+        return '{"name": "send_message", "arguments": {"message": "ok"}}'
+
+    llm = FakeLLM(lambda m, s: reply(m, s, llm.requests[-1]["seed"]))
+    server = ToolCallServer(llm, model_name="m", attempts=2)
+    body = server.complete({"messages": MESSAGES, "tools": TOOLS, "seed": 7})
+    assert body["choices"][0]["message"]["tool_calls"][0]["function"]["name"] == "send_message"
+    assert seeds == [7, 8] and server.stats.well_formed_after_retry == 1
+
+    def always_cut(m, s):
+        raise LLMOutputError("generation cut off at max_tokens=512 (finish_reason length)")
+
+    server = ToolCallServer(FakeLLM(always_cut), model_name="m", attempts=2)
+    with pytest.raises(LLMOutputError, match="cut off"):
+        server.complete({"messages": MESSAGES, "tools": TOOLS})
+    assert server.stats.malformed == 1 and server.stats.tool_requests == 1
+
+
 def test_auto_choice_may_answer_in_text_and_forced_choice_narrows_tools():
     server = ToolCallServer(FakeLLM(lambda m, s: {"name": TEXT_REPLY, "arguments": {"text": "hello"}}), model_name="m")
     body = server.complete({"messages": MESSAGES, "tools": TOOLS, "tool_choice": "auto"})
