@@ -268,13 +268,14 @@ class OpenAICompatClient:
             problem = self._usable(result, response_schema is not None)
             if response_schema is not None and choice.get("finish_reason") == "length":
                 problem = f"generation cut off at max_tokens={max_tokens} (finish_reason length)"
+            entry = {k: v for k, v in result.__dict__.items() if k != "cached"}
             if problem:  # a model fault: counted by the caller (chat_json retries with another seed), never served from the cache
                 self.meter.record(purpose, result)
                 if self.cache and self.remember_output_faults and temperature == 0 and result.text.strip():
-                    self.cache.put(key, {**{k: v for k, v in result.__dict__.items() if k != "cached"}, OUTPUT_FAULT: problem})
+                    self.cache.put(key, {**entry, OUTPUT_FAULT: problem})
                 raise LLMOutputError(f"{problem}: {result.text[:200]!r}")
             if self.cache:
-                self.cache.put(key, {k: v for k, v in result.__dict__.items() if k != "cached"})
+                self.cache.put(key, entry)
         self.meter.record(purpose, result)
         return result
 
