@@ -219,6 +219,7 @@ class MemGPTMemory:
         put_inner_thoughts_in_kwargs: bool = False,
         max_steps: int = 6,
         tool_attempts: int = 2,
+        tool_string_max_chars: int | None = 600,
         archival_tools: tuple[str, ...] = ("archival_memory_insert", "archival_memory_search"),
         persona: str = "I am a memory assistant. I keep what I learn about the people in this chat.",
         human: str = "",
@@ -254,7 +255,8 @@ class MemGPTMemory:
         self.start_timeout_s = start_timeout_s
         self.request_timeout_s = request_timeout_s
         self.tools = ToolCallServer(llm, embedder=embedder, purpose=STEP_PURPOSE, attempts=tool_attempts,
-                                   max_tokens_cap=max_tokens, request_log=str(self.workdir / "tool_requests.jsonl"))
+                                   max_tokens_cap=max_tokens, string_max_chars=tool_string_max_chars,
+                                   request_log=str(self.workdir / "tool_requests.jsonl"))
         self.home = self.workdir / "letta_home"
         self.ledger_dir = self.workdir / "memgpt_ledger"
         self.turn_costs = TurnCosts(self.workdir)  # per turn, as it finishes: a stopped run still has its cost

@@ -61,12 +61,41 @@ def allowed_tools(tools: list[dict[str, Any]], tool_choice: Any) -> list[dict[st
     return tools
 
 
-def tool_call_schema(tools: list[dict[str, Any]], allow_text: bool) -> dict[str, Any]:
-    """A JSON schema whose instances are exactly one call: a tool's name and arguments valid for it."""
+_NESTED_MAPS = ("properties", "patternProperties", "$defs", "definitions")
+_NESTED_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
+_NESTED_ONE = ("items", "additionalProperties", "not")
+
+
+def cap_strings(schema: Any, max_chars: int | None) -> Any:
+    """A copy of ``schema`` in which every string is at most ``max_chars`` long (a tighter ``maxLength``
+    is kept). Under schema-constrained decoding the backend must then close a string at the cap, so a
+    small model that loops inside one argument (Qwen2.5-Coder 1.5B repeating ``send_message``'s text up
+    to ``max_tokens``) still yields a well-formed call instead of a cut-off one. ``None`` = unchanged."""
+    if max_chars is None or not isinstance(schema, dict):
+        return schema
+    out = dict(schema)
+    types = out.get("type")
+    if types == "string" or (isinstance(types, list) and "string" in types):
+        out["maxLength"] = min(int(out.get("maxLength", max_chars)), max_chars)
+    for key in _NESTED_MAPS:
+        if isinstance(out.get(key), dict):
+            out[key] = {name: cap_strings(sub, max_chars) for name, sub in out[key].items()}
+    for key in _NESTED_LISTS:
+        if isinstance(out.get(key), list):
+            out[key] = [cap_strings(sub, max_chars) for sub in out[key]]
+    for key in _NESTED_ONE:
+        if isinstance(out.get(key), dict):
+            out[key] = cap_strings(out[key], max_chars)
+    return out
+
+
+def tool_call_schema(tools: list[dict[str, Any]], allow_text: bool, string_max_chars: int | None = None) -> dict[str, Any]:
+    """A JSON schema whose instances are exactly one call: a tool's name and arguments valid for it
+    (every string argument at most ``string_max_chars`` long when set; see ``cap_strings``)."""
     options = [
         {
             "type": "object",
-            "properties": {"name": {"const": _function(t)["name"]}, "arguments": _parameters(t)},
+            "properties": {"name": {"const": _function(t)["name"]}, "arguments": cap_strings(_parameters(t), string_max_chars)},
             "required": ["name", "arguments"],
             "additionalProperties": False,
         }
@@ -76,8 +105,9 @@ def tool_call_schema(tools: list[dict[str, Any]], allow_text: bool) -> dict[str,
         options.append(
             {
                 "type": "object",
-                "properties": {"name": {"const": TEXT_REPLY}, "arguments": {
-                    "type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"], "additionalProperties": False}},
+                "properties": {"name": {"const": TEXT_REPLY}, "arguments": cap_strings({
+                    "type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"], "additionalProperties": False},
+                    string_max_chars)},
                 "required": ["name", "arguments"],
                 "additionalProperties": False,
             }
@@ -238,6 +268,7 @@ class ToolCallServer:
         attempts: int = 2,
         default_max_tokens: int = 512,
         max_tokens_cap: int | None = None,
+        string_max_chars: int | None = None,
         model_name: str | None = None,
         request_log: str | None = None,
     ) -> None:
@@ -248,6 +279,7 @@ class ToolCallServer:
         self.attempts = attempts
         self.default_max_tokens = default_max_tokens
         self.max_tokens_cap = max_tokens_cap
+        self.string_max_chars = string_max_chars  # cap on every string argument a reply may write (cap_strings)
         self._model_name = model_name
         self.stats = ToolCallStats()
         self._stats_lock = threading.Lock()
@@ -301,7 +333,7 @@ class ToolCallServer:
             return completion_body(self.model_name, result, None, None)
         callable_tools = allowed_tools(tools, tool_choice)
         allow_text = tool_choice == "auto"
-        schema = tool_call_schema(callable_tools, allow_text)
+        schema = tool_call_schema(callable_tools, allow_text, self.string_max_chars)
         messages = flatten_messages(request.get("messages", []), tools_instruction(callable_tools, allow_text))
         last: LLMOutputError | None = None
         last_text = ""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from core.llm import OpenAICompatClient
+from core.llm.tool_calls import cap_strings
 
 pytestmark = pytest.mark.integration
 
@@ -19,6 +20,18 @@ PERSON = {
 def test_json_schema_output_from_local_server(small_llm):
     out = small_llm.chat_json([{"role": "user", "content": "Bob is 42 years old. Give his name and age."}], PERSON)
     assert out == {"name": "Bob", "age": 42}
+
+
+def test_string_cap_is_honoured_by_the_backend(small_llm):
+    """The tool-call layer's cap (maxLength) only helps if the server's schema-to-grammar conversion keeps it:
+    asked for a long story, the model must close the string at the cap and finish the JSON."""
+    schema = cap_strings({"type": "object", "properties": {"story": {"type": "string"}}, "required": ["story"],
+                          "additionalProperties": False}, 40)
+    prompt = 'Write a long story (at least 300 words) about a dragon, as JSON {"story": "..."}.'
+    result = small_llm.chat([{"role": "user", "content": prompt}], response_schema=schema, max_tokens=300, purpose="cap")
+    story = result.json()["story"]
+    assert 0 < len(story) <= 40
+    assert result.completion_tokens < 40
 
 
 def test_vllm_path_against_a_separately_started_server(small_llm, tmp_path):

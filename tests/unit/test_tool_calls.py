@@ -13,6 +13,7 @@ from core.api import LLMOutputError
 from core.llm.tool_calls import (
     TEXT_REPLY,
     ToolCallServer,
+    cap_strings,
     flatten_messages,
     parse_tool_call,
     tool_call_schema,
@@ -46,6 +47,33 @@ def test_schema_accepts_exactly_calls_of_listed_tools():
         with pytest.raises(jsonschema.ValidationError):
             jsonschema.validate(bad, schema)
     jsonschema.validate({"name": TEXT_REPLY, "arguments": {"text": "hi"}}, tool_call_schema(TOOLS, allow_text=True))
+
+
+def test_string_cap_reaches_every_string_and_keeps_a_tighter_one():
+    nested = {"type": "object", "properties": {
+        "note": {"type": "string"}, "code": {"type": "string", "maxLength": 5}, "maybe": {"type": ["string", "null"]},
+        "tags": {"type": "array", "items": {"type": "string"}}, "n": {"type": "integer"},
+        "either": {"anyOf": [{"type": "string"}, {"type": "object", "properties": {"deep": {"type": "string"}}}]}}}
+    capped = cap_strings(nested, 8)
+    props = capped["properties"]
+    assert [props[k]["maxLength"] for k in ("note", "code", "maybe")] == [8, 5, 8]
+    assert props["tags"]["items"]["maxLength"] == 8 and "maxLength" not in props["n"]
+    assert props["either"]["anyOf"][0]["maxLength"] == 8
+    assert props["either"]["anyOf"][1]["properties"]["deep"]["maxLength"] == 8
+    assert "maxLength" not in nested["properties"]["note"]  # the tool's own schema is not modified
+    assert cap_strings(nested, None) is nested
+
+
+def test_capped_schema_refuses_overlong_arguments_and_text():
+    schema = tool_call_schema(TOOLS, allow_text=True, string_max_chars=10)
+    jsonschema.validate({"name": "send_message", "arguments": {"message": "x" * 10}}, schema)
+    for too_long in ({"name": "send_message", "arguments": {"message": "x" * 11}},
+                     {"name": TEXT_REPLY, "arguments": {"text": "y" * 11}}):
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(too_long, schema)
+    llm = FakeLLM(lambda m, s: {"name": "send_message", "arguments": {"message": "ok"}})
+    ToolCallServer(llm, model_name="m", string_max_chars=10).complete({"messages": MESSAGES, "tools": TOOLS})
+    assert llm.requests[0]["schema"] == tool_call_schema(TOOLS, allow_text=True, string_max_chars=10)
 
 
 def test_flatten_turns_tool_history_into_plain_messages_and_adds_instruction():
