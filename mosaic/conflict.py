@@ -132,6 +132,59 @@ def build_nli_messages(facts: list[str], new_text: str) -> list[dict[str, str]]:
     return few_shot_messages(NLI_SYSTEM_PROMPT, NLI_FEW_SHOT, format_nli_query, facts, new_text)
 
 
+# Write-cost variant (issue 19, ``batch: true``): several NLI checks in one call. The same eight worked
+# examples, grouped as numbered checks, so the prefix stays fixed (llama.cpp caches it) and the model sees
+# the one-line-per-check answer format; a group of one still uses the single-check prompt above.
+NLI_BATCH_SYSTEM_PROMPT = NLI_SYSTEM_PROMPT.replace(
+    "Reply with one word: true, false or unknown.",
+    "Several checks come numbered, each with its own facts: reply one line per check, its number, a dot and one "
+    "word: true, false or unknown.",
+)
+NLI_BATCH_FEW_SHOT: list[list[int]] = [[0, 1, 2], [3, 4], [5, 6, 7]]  # indices into NLI_FEW_SHOT
+
+
+def format_nli_batch_query(checks: list[tuple[list[str], str]]) -> str:
+    blocks = [f"Check {n}:\n" + format_nli_query(facts, new).rsplit("\n", 1)[0] for n, (facts, new) in enumerate(checks, start=1)]
+    return "\n\n".join(blocks) + "\n\nFor each check: is NEW true, false or unknown given its facts?"
+
+
+def format_nli_batch_answer(labels: list[str]) -> str:
+    return "\n".join(f"{n}. {label}" for n, label in enumerate(labels, start=1))
+
+
+def build_nli_batch_messages(checks: list[tuple[list[str], str]]) -> list[dict[str, str]]:
+    """Prompt for several three-way judgements in one call (``checks``: (facts, new text) each)."""
+    messages = [{"role": "system", "content": NLI_BATCH_SYSTEM_PROMPT}]
+    for group in NLI_BATCH_FEW_SHOT:
+        examples = [NLI_FEW_SHOT[i] for i in group]
+        messages.append({"role": "user", "content": format_nli_batch_query([(facts, new) for facts, new, _ in examples])})
+        messages.append({"role": "assistant", "content": format_nli_batch_answer([label for _, _, label in examples])})
+    messages.append({"role": "user", "content": format_nli_batch_query(checks)})
+    return messages
+
+
+def _is_label_token(token: str) -> bool:
+    token = token.strip().lower()
+    return bool(token) and any(label.startswith(token) and (len(token) >= 2 or token == label) for label in NLI_LABELS)
+
+
+def batch_label_distributions(logprobs: list[dict[str, Any]] | None, text: str, n_checks: int) -> list[dict[str, float] | None]:
+    """One label distribution per check, read at the generated tokens that start a label, in order.
+
+    A check whose line never came (the reply stopped early or wandered) gets None: unjudged, not "true"."""
+    found: list[dict[str, float]] = []
+    if logprobs:
+        for position in logprobs:
+            if len(found) == n_checks:
+                break
+            if _is_label_token(str(position.get("token", ""))):
+                found.append(label_distribution([position], str(position.get("token", ""))))
+    else:  # no log-probabilities from the server: one-hot on the words of the reply
+        words = [w for w in re.findall(r"[a-z]+", text.lower()) if _is_label_token(w)]
+        found = [label_distribution(None, w) for w in words[:n_checks]]
+    return [*found, *([None] * (n_checks - len(found)))]
+
+
 def label_distribution(logprobs: list[dict[str, Any]] | None, text: str) -> dict[str, float]:
     """p(true), p(false), p(unknown) from the first token's top log-probabilities (renormalised)."""
     probs: dict[str, float] = {}
@@ -197,7 +250,9 @@ class ConflictDetector:
     the paper's behaviour; a cosine: the LLM is asked only when the nearest candidate reaches it, a
     write-cost switch), ``judge`` (``always``: every check that reaches step 3 asks the LLM, the paper's
     behaviour; ``proposed``: the LLM only confirms a clash the extraction call proposed, a write-cost
-    variant that needs ``extract.held_facts`` >= 1).
+    variant that needs ``extract.held_facts`` >= 1), ``batch`` (false: one LLM call per check, the paper's
+    behaviour; true: ``check_group`` asks every check of a write group that reaches step 3 in one call, a
+    write-cost variant; nli mode only).
     """
 
     def __init__(
@@ -221,6 +276,7 @@ class ConflictDetector:
         use_belief: bool = True,
         judge_min_similarity: float | None = None,
         judge: Literal["always", "proposed"] = "always",
+        batch: bool = False,
     ) -> None:
         self.llm = llm
         self.enabled = bool(enabled)
@@ -234,6 +290,10 @@ class ConflictDetector:
         if judge not in ("always", "proposed"):
             raise ValueError(f"conflict.judge must be 'always' or 'proposed', got {judge!r}")
         self.judge = judge
+        self.batch = bool(batch)
+        if self.batch and (mode != "nli" or explain):
+            raise ValueError(f"conflict.batch=true needs conflict.mode=nli and conflict.explain=false (got mode={mode!r}, "
+                             f"explain={explain}): a batched call reads one label per check, with no follow-up call")
         self.mode = mode
         self.n_facts = int(n_facts)
         self.min_similarity = float(min_similarity)
@@ -253,8 +313,10 @@ class ConflictDetector:
             raise ValueError(f"conflict.judge_min_similarity={judge_min_similarity} is below conflict.min_similarity="
                              f"{min_similarity}: it would never skip a call (null switches it off)")
         self.last_trace: dict[str, Any] = {}  # what the last check saw and scored (for miss analysis)
+        self.last_group_traces: list[dict[str, Any]] = []  # check_group: one trace per check
         self.stats: dict[str, int] = {"checks": 0, "no_candidates": 0, "numeric_hits": 0, "llm_calls": 0, "llm_hits": 0,
-                                      "skipped_far": 0, "skipped_unproposed": 0, "update": 0, "reject": 0, "flag": 0}  # fmt: skip
+                                      "skipped_far": 0, "skipped_unproposed": 0, "update": 0, "reject": 0, "flag": 0,
+                                      "batched_checks": 0, "batch_unparsed": 0}  # fmt: skip
 
     # -- candidates ------------------------------------------------------------------
     def _new_vector(self, new: Entity, graph: CandidateGraph) -> np.ndarray:
@@ -263,9 +325,14 @@ class ConflictDetector:
         except KeyError:
             return graph.embed(new.text)
 
-    def candidates(self, new: Entity, graph: CandidateGraph) -> list[tuple[Entity, float]]:
-        """k nearest held entities plus their graph neighbours, ranked by cosine to the newcomer."""
-        vec = self._new_vector(new, graph)
+    def candidates(
+        self, new: Entity, graph: CandidateGraph, peers: list[tuple[Entity, np.ndarray]] = (), vector: np.ndarray | None = None
+    ) -> list[tuple[Entity, float]]:
+        """k nearest held entities plus their graph neighbours, ranked by cosine to the newcomer.
+
+        ``peers``: entities of the same write group judged before this one and not yet in the graph (with
+        their vectors), so a group sees its earlier entities as a one-at-a-time write would."""
+        vec = self._new_vector(new, graph) if vector is None else vector
         exclude = {new.entity_id}
         nearest = graph.nearest(vec, self.k, exclude=exclude)
         pool: dict[str, Entity] = {e.entity_id: e for e, _ in nearest}
@@ -274,6 +341,7 @@ class ConflictDetector:
                 if nb.entity_id not in exclude:
                     pool.setdefault(nb.entity_id, nb)
         scored = [(e, float(np.dot(graph.vector(e.entity_id), vec))) for e in pool.values()]
+        scored += [(e, float(np.dot(v, vec))) for e, v in peers if e.entity_id not in exclude and e.entity_id not in pool]
         scored.sort(key=lambda pair: -pair[1])
         return [(e, s) for e, s in scored if s >= self.min_similarity]
 
@@ -357,42 +425,100 @@ class ConflictDetector:
         """Real conflicts between ``new`` and held entities (at most one; the policy is applied).
 
         ``proposed``: held entities the extraction call said ``new`` clashes with (``judge: proposed``)."""
-        decisions = self._check(new, graph, proposed or [])
-        self.stats["checks"] += 1
-        self.stats["llm_calls"] += int(self.last_trace.get("llm_calls", 0))
-        self.stats["no_candidates"] += int(not self.last_trace.get("candidates"))
-        self.stats["skipped_far"] += int(self.last_trace.get("decided_by") == "far")
-        self.stats["skipped_unproposed"] += int(self.last_trace.get("decided_by") == "not_proposed")
-        for d in decisions:
-            self.stats[d.verdict] += 1
-            self.stats["numeric_hits" if self.last_trace.get("decided_by") == "numeric" else "llm_hits"] += 1
+        self.last_trace = {"new_id": new.entity_id, "llm_calls": 0}
+        decisions, facts = self._prepare(new, graph, proposed or [])
+        if decisions is None:
+            score, pick, messages, answer = self._ask(new, facts)
+            self.last_trace["llm_calls"] = 1
+            decisions = self._decide(new, facts, score, pick, messages, answer)
+        self._count(self.last_trace, decisions)
         return decisions
 
-    def _check(self, new: Entity, graph: CandidateGraph, proposed: list[Entity]) -> list[ConflictDecision]:
-        self.last_trace = {"new_id": new.entity_id, "llm_calls": 0}
-        cands = self.candidates(new, graph)
+    def check_group(
+        self, items: list[tuple[Entity, np.ndarray, list[Entity]]], graph: CandidateGraph
+    ) -> list[list[ConflictDecision]]:
+        """``check`` for every entity of a write group, the LLM asked once for all that reach step 3.
+
+        ``items``: (new entity, its vector, proposed clashes) in write order; each is checked against the graph
+        as it is plus the group's earlier entities. A group of one asks the single-check prompt (``_ask``)."""
+        traces: list[dict[str, Any]] = []
+        results: list[list[ConflictDecision] | None] = []
+        pending: list[tuple[int, list[Entity]]] = []
+        for index, (new, vector, proposed) in enumerate(items):
+            self.last_trace = {"new_id": new.entity_id, "llm_calls": 0}
+            peers = [(earlier, earlier_vector) for earlier, earlier_vector, _ in items[:index]]
+            decisions, facts = self._prepare(new, graph, proposed or [], peers=peers, vector=vector)
+            traces.append(self.last_trace)
+            results.append(decisions)
+            if decisions is None:
+                pending.append((index, facts))
+        if len(pending) == 1:
+            index, facts = pending[0]
+            self.last_trace = traces[index]
+            score, pick, messages, answer = self._ask(items[index][0], facts)
+            traces[index]["llm_calls"] = 1
+            results[index] = self._decide(items[index][0], facts, score, pick, messages, answer)
+        elif pending:
+            checks = [([f.text for f in facts], items[index][0].text) for index, facts in pending]
+            messages = build_nli_batch_messages(checks)
+            result = self.llm.chat(messages, max_tokens=4 * len(checks), top_logprobs=self.top_logprobs, purpose="conflict")
+            labels = batch_label_distributions(result.logprobs, result.text, len(checks))
+            traces[pending[0][0]]["llm_calls"] = 1  # one call for the whole group, counted once
+            self.stats["batched_checks"] += len(pending)
+            for (index, facts), dist in zip(pending, labels):
+                self.last_trace = traces[index]
+                self.last_trace["batched"] = len(pending)
+                if dist is None:
+                    self.stats["batch_unparsed"] += 1
+                    self.last_trace["decided_by"] = "unparsed"
+                    results[index] = []
+                    continue
+                self.last_trace["labels"] = {k: round(v, 4) for k, v in dist.items()}
+                results[index] = self._decide(items[index][0], facts, dist["false"], 1, messages, "false")
+        for trace, decisions in zip(traces, results):
+            self._count(trace, decisions or [])
+        self.last_group_traces = traces
+        return [decisions or [] for decisions in results]
+
+    def _count(self, trace: dict[str, Any], decisions: list[ConflictDecision]) -> None:
+        self.stats["checks"] += 1
+        self.stats["llm_calls"] += int(trace.get("llm_calls", 0))
+        self.stats["no_candidates"] += int(not trace.get("candidates"))
+        self.stats["skipped_far"] += int(trace.get("decided_by") == "far")
+        self.stats["skipped_unproposed"] += int(trace.get("decided_by") == "not_proposed")
+        for d in decisions:
+            self.stats[d.verdict] += 1
+            self.stats["numeric_hits" if trace.get("decided_by") == "numeric" else "llm_hits"] += 1
+
+    def _prepare(
+        self, new: Entity, graph: CandidateGraph, proposed: list[Entity],
+        peers: list[tuple[Entity, np.ndarray]] = (), vector: np.ndarray | None = None,
+    ) -> tuple[list[ConflictDecision] | None, list[Entity]]:
+        """Steps 1-2 and the rules that decide without the LLM: (decisions, []) when decided, else
+        (None, the facts to show the LLM)."""
+        cands = self.candidates(new, graph, peers=peers, vector=vector)
         self.last_trace["candidates"] = [(e.entity_id, round(s, 4)) for e, s in cands]
         if not cands:
-            return []
+            return [], []
         if self.use_numeric_rule:
             hit = self._numeric(new, cands, graph)
             if hit is not None:
                 old, why, sim = hit
                 self.last_trace["decided_by"] = "numeric"
-                return [ConflictDecision(new.entity_id, old.entity_id, self.resolve(new, old), "numeric", why, min(1.0, sim))]
+                return [ConflictDecision(new.entity_id, old.entity_id, self.resolve(new, old), "numeric", why, min(1.0, sim))], []
         top, top_similarity = cands[0]
         if top_similarity >= self.duplicate_similarity or _normalise_text(top.text) == _normalise_text(new.text):
             # a restatement of a held fact (numbers already agreed, or the rule above would have fired)
             # is not a contradiction; the small model's p(false) on identical texts is not near 0
             self.last_trace["decided_by"] = "duplicate"
-            return []
+            return [], []
         if not self.use_llm:
-            return []
+            return [], []
         if self.judge_min_similarity is not None and top_similarity < self.judge_min_similarity:
             # write-cost switch (issue 19): no held fact is close enough to be about the same thing,
             # so the LLM judgement is skipped; the numeric rule above has already had its say
             self.last_trace["decided_by"] = "far"
-            return []
+            return [], []
         facts = [e for e, _ in cands[: self.n_facts]]
         if self.judge == "proposed":
             # write-cost variant (issue 19): the extraction call already read the held facts nearest the
@@ -402,11 +528,15 @@ class ConflictDetector:
             self.last_trace["proposed"] = [e.entity_id for e in proposed]
             if not proposed:
                 self.last_trace["decided_by"] = "not_proposed"
-                return []
+                return [], []
             ids = {e.entity_id for e in proposed}
             facts = (proposed + [e for e in facts if e.entity_id not in ids])[: self.n_facts]
-        score, pick, messages, answer = self._ask(new, facts)
-        self.last_trace["llm_calls"] = 1
+        return None, facts
+
+    def _decide(
+        self, new: Entity, facts: list[Entity], score: float, pick: int, messages: list[dict[str, str]], answer: str
+    ) -> list[ConflictDecision]:
+        """Step 3's answer -> at most one decision (threshold, the blamed fact, the policy)."""
         self.last_trace.update({"facts": [f.entity_id for f in facts], "score": score, "pick": pick})
         if score < self.threshold or pick == 0:
             return []

@@ -7,6 +7,10 @@ here in Python instead: relative dates are resolved against the session date wit
 dateutil, the evidence span is the turn sentence that best overlaps the fact, and the
 output is validated and cleaned, with every repair or drop counted in ``stats``.
 The system prompt is fixed so llama.cpp can reuse its prompt cache across turns.
+
+Write-cost variant (issue 19, ``turns_per_call`` > 1, off by default): ``extract_group`` extracts
+several consecutive turns of one session in one call, each fact naming the message it comes from,
+so that extraction costs fewer than one LLM call per turn (README "Write cost").
 """
 
 from __future__ import annotations
@@ -81,6 +85,32 @@ HELD_FEW_SHOT: list[dict[str, str]] = [
 ]
 
 
+# Write-cost variant (issue 19, ``turns_per_call`` > 1): several consecutive messages in one call,
+# numbered, and each fact names its message ("msg"), so the facts can be split back to their turns.
+# A separate prompt and example (same rules, same people and facts as FEW_SHOT), so the default
+# prompt and its cached calls are unchanged; both are constant, so llama.cpp caches this prefix too.
+GROUP_SYSTEM_PROMPT = (
+    "Extract facts worth remembering from numbered chat messages. Reply with compact one-line JSON. "
+    "At most {max_entities} facts per message; none for greetings, thanks or small talk.\n"
+    "msg: the number of the message the fact comes from. "
+    "fact: a short sentence naming the person (never I or you). "
+    "type: event (happened or will happen), persona (trait, job, preference, possession, count) or relationship (tie between people). "
+    "who: whose fact. attr: short slot name (job, number of kids, hometown, hobby...). value: short. "
+    "when: time words copied from the message (yesterday, last week, in 2022) or empty. "
+    "cert: stated, implied or hedged. spec: exact, approximate or vague."
+)
+GROUP_FEW_SHOT: list[dict[str, str]] = [
+    {"role": "user", "content": (
+        "Session date: 2023-05-08\nMessage 1 from Jon: Hey! We adopted a second cat last week.\n"
+        "Message 2 from Ana: That sounds great! Do you still teach?\nMessage 3 from Jon: Yes, I still teach math at Lincoln High.")},
+    {"role": "assistant", "content": (
+        '{"facts":[{"msg":1,"fact":"Jon adopted a second cat last week","type":"event","who":"Jon","attr":"number of cats","value":"2",'
+        '"when":"last week","cert":"stated","spec":"exact"},{"msg":3,"fact":"Jon teaches math at Lincoln High","type":"persona",'
+        '"who":"Jon","attr":"job","value":"math teacher","when":"","cert":"stated","spec":"exact"}]}'
+    )},
+]
+
+
 def extraction_schema(max_entities: int, held_facts: int = 0) -> dict[str, Any]:
     item: dict[str, Any] = {
         "type": "object",
@@ -104,6 +134,17 @@ def extraction_schema(max_entities: int, held_facts: int = 0) -> dict[str, Any]:
         "properties": {"facts": {"type": "array", "items": item, "maxItems": max_entities}},
         "required": ["facts"],
     }
+
+
+def group_extraction_schema(max_entities: int, n_messages: int) -> dict[str, Any]:
+    """``extraction_schema`` for ``n_messages`` numbered messages: each fact names its message
+    ("msg", 1..n_messages, asked first so the fact is written for a chosen message), and the array
+    holds ``max_entities`` facts per message."""
+    schema = extraction_schema(max_entities * n_messages)
+    item = schema["properties"]["facts"]["items"]
+    item["properties"] = {"msg": {"type": "integer", "minimum": 1, "maximum": n_messages}, **item["properties"]}
+    item["required"] = ["msg", *FIELDS]
+    return schema
 
 
 # -- dates -----------------------------------------------------------------------------
@@ -249,6 +290,9 @@ class EntityExtractor:
     facts nearest the turn, the prompt shows them, and each fact may name one it clashes with
     (``ExtractionResult.proposed_clashes``); a fact that restates a held one rather than the message
     is dropped like one copied from the previous message.
+
+    ``turns_per_call`` > 1 (write-cost variant, off by default): the caller hands up to that many
+    consecutive turns of one session to ``extract_group``, which extracts them in one LLM call.
     """
 
     def __init__(
@@ -260,6 +304,7 @@ class EntityExtractor:
         max_fact_chars: int = 300,
         copy_margin: float = 0.5,
         held_facts: int = 0,
+        turns_per_call: int = 1,
     ) -> None:
         self.llm = llm
         self.max_entities = int(max_entities)
@@ -270,13 +315,18 @@ class EntityExtractor:
         self.held_facts = int(held_facts)
         if self.held_facts < 0:
             raise ValueError(f"extract.held_facts={held_facts} must be >= 0 (0: the paper's extraction, no held facts shown)")
+        self.turns_per_call = int(turns_per_call)
+        if self.turns_per_call < 1:
+            raise ValueError(f"extract.turns_per_call={turns_per_call} must be >= 1 (1: the paper's extraction, one call per turn)")
+        if self.turns_per_call > 1 and self.held_facts:
+            raise ValueError("extract.turns_per_call > 1 and extract.held_facts > 0 cannot be combined yet: the group prompt shows no held facts")
         self.system_prompt = SYSTEM_PROMPT.format(max_entities=self.max_entities) + (HELD_PROMPT if self.held_facts else "")
         self.few_shot = HELD_FEW_SHOT if self.held_facts else FEW_SHOT
         self.schema = extraction_schema(self.max_entities, self.held_facts)
         self.stats = Tally((
             "turns", "calls_failed", "entities", "dropped_empty", "dropped_duplicate", "dropped_from_previous",
             "dropped_from_memory", "dropped_over_cap", "fixed_subject", "fixed_label", "times_resolved",
-            "times_unresolved", "turns_with_held_facts", "proposed_clashes",
+            "times_unresolved", "turns_with_held_facts", "proposed_clashes", "group_calls", "dropped_bad_msg",
         ))  # shared by namespaces that run.workers may write at once
 
     def messages(
@@ -313,6 +363,54 @@ class EntityExtractor:
             log.warning("extraction failed for turn %s: %s", turn.turn_id, err)
             return ExtractionResult(failures=1)
         return self._clean(facts, turn, session_time, previous, held)
+
+    def group_messages(self, turns: list[Turn], session_time: str | None, previous: Turn | None) -> list[dict[str, str]]:
+        """The group prompt: a fixed prefix (system + example) for the prompt cache, then the numbered messages."""
+        session = parse_session_time(session_time)
+        lines = [f"Session date: {session.date().isoformat() if session else (session_time or 'unknown')}"]
+        if previous is not None and self.context_chars > 0:
+            lines.append(f"Previous message ({previous.speaker}): {previous.text[: self.context_chars]}")
+        lines.extend(f"Message {i} from {turn.speaker}: {turn.text}" for i, turn in enumerate(turns, start=1))
+        system = GROUP_SYSTEM_PROMPT.format(max_entities=self.max_entities)
+        return [{"role": "system", "content": system}, *GROUP_FEW_SHOT, {"role": "user", "content": "\n".join(lines)}]
+
+    def extract_group(self, turns: list[Turn], session_time: str | None = None, previous: Turn | None = None) -> list[ExtractionResult]:
+        """Entities of consecutive turns of one session, one result per turn in order, from ONE LLM call
+        (the write-cost lever of issue 19: fewer extraction calls per ingested turn, README "Write cost").
+
+        One turn is exactly ``extract`` (same prompt). Each fact names its message; one with a missing or
+        out-of-range number is dropped (``dropped_bad_msg``). Each turn's facts are then cleaned as ``extract``
+        cleans them, with the turn before it as the previous message (``previous`` for the first), so a fact
+        of message 2 that restates message 1 is dropped, and at most ``max_entities`` are kept per turn.
+        An LLM failure yields one result with ``failures=1`` per turn and one counted failed call."""
+        if len(turns) <= 1:
+            return [self.extract(turn, session_time, previous=previous) for turn in turns]
+        self.stats.add("turns", len(turns))
+        self.stats.add("group_calls")
+        prompt_time = session_time or turns[0].session_time
+        schema = group_extraction_schema(self.max_entities, len(turns))
+        try:
+            raw = self.llm.chat_json(
+                self.group_messages(turns, prompt_time, previous), schema, max_tokens=self.max_tokens * len(turns), purpose="extraction"
+            )
+            facts = raw["facts"] if isinstance(raw, dict) else None
+            if not isinstance(facts, list):
+                raise LLMOutputError(f"extraction output has no 'facts' list: {str(raw)[:200]!r}")
+        except (LLMOutputError, LLMError) as err:
+            self.stats.add("calls_failed")
+            log.warning("extraction failed for turns %s: %s", ", ".join(t.turn_id for t in turns), err)
+            return [ExtractionResult(failures=1) for _ in turns]
+        per_turn: list[list[Any]] = [[] for _ in turns]
+        for fact in facts:
+            index = _clash_index(fact.get("msg"), len(turns)) if isinstance(fact, dict) else None  # 1-based number -> index
+            if index is None:
+                self.stats.add("dropped_bad_msg")
+                continue
+            per_turn[index].append(fact)
+        return [
+            self._clean(per_turn[i], turn, session_time or turn.session_time, previous if i == 0 else turns[i - 1])
+            for i, turn in enumerate(turns)
+        ]
 
     def _clean(
         self, facts: list[Any], turn: Turn, session_time: str | None, previous: Turn | None = None, held: list[str] | None = None
@@ -435,7 +533,8 @@ def prerequisite_pairs(entities: list[Entity]) -> list[tuple[int, int]]:
 
 
 def _clash_index(raw: Any, n_held: int) -> int | None:
-    """0-based index of the held fact a "clash" field names (1..n_held), None for 0, junk or out of range."""
+    """0-based index of the held fact a "clash" field names (1..n_held), None for 0, junk or out of range
+    (also used for a group fact's "msg", 1..number of messages)."""
     try:
         number = int(raw)
     except (TypeError, ValueError):

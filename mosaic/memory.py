@@ -245,29 +245,52 @@ class MosaicMemory:
     def _add(self, namespace: str, turns: list[Turn], session_time: str | None, check_conflicts: bool) -> AddReport:
         space = self._space(namespace)
         report = AddReport()
-        for turn in turns:
-            report.merge(self._add_turn(space, turn, session_time or turn.session_time, check_conflicts))
+        for group, group_time in self._write_groups(turns, session_time):
+            report.merge(self._add_group(space, group, group_time, check_conflicts))
         self._save(namespace, space)
         return report
 
-    def _add_turn(self, space: _Namespace, turn: Turn, session_time: str | None, check_conflicts: bool = True) -> AddReport:
+    def _write_groups(self, turns: list[Turn], session_time: str | None) -> list[tuple[list[Turn], str | None]]:
+        """Consecutive turns of one session, ``extract.turns_per_call`` at a time (one turn each by default):
+        each group is one extraction call (and, with ``conflict.batch``, one conflict call)."""
+        size = self.extractor.turns_per_call
+        groups: list[tuple[list[Turn], str | None]] = []
+        for turn in turns:
+            when = session_time or turn.session_time
+            if groups and groups[-1][1] == when and len(groups[-1][0]) < size:
+                groups[-1][0].append(turn)
+            else:
+                groups.append(([turn], when))
+        return groups
+
+    def _add_group(self, space: _Namespace, turns: list[Turn], session_time: str | None, check_conflicts: bool = True) -> AddReport:
         started = time.perf_counter()
         before = own_usage(self.llm)
-        report = AddReport(n_turns=1)
+        report = AddReport(n_turns=len(turns))
         # the previous turn is conversational context only within one session: a message from
         # another session (or a probe written after a restored context) is not what this one answers
         previous = space.last_turn if space.last_turn is not None and space.last_turn.session_time == session_time else None
-        held = self._held_for_proposal(space, turn) if check_conflicts else []
-        extraction = self.extractor.extract(turn, session_time, previous=previous, held=[e.text for e in held])
-        space.last_turn = dataclasses.replace(turn, session_time=session_time)
-        space.turns[turn.turn_id] = {"speaker": turn.speaker, "text": turn.text, "session_time": session_time}
-        report.failures += extraction.failures
-        self.stats.add("turns")
-        self.stats.add("entities_extracted", len(extraction.entities))
-        vectors = self.embedder.encode([e.text for e in extraction.entities]) if extraction.entities else []
+        held: list[Entity] = []
+        if len(turns) == 1:
+            held = self._held_for_proposal(space, turns[0]) if check_conflicts else []
+            extractions = [self.extractor.extract(turns[0], session_time, previous=previous, held=[e.text for e in held])]
+        else:
+            extractions = self.extractor.extract_group(turns, session_time, previous=previous)
+        for turn, extraction in zip(turns, extractions):
+            space.turns[turn.turn_id] = {"speaker": turn.speaker, "text": turn.text, "session_time": session_time}
+            report.failures += extraction.failures
+            self.stats.add("turns")
+            self.stats.add("entities_extracted", len(extraction.entities))
+        space.last_turn = dataclasses.replace(turns[-1], session_time=session_time)
+        # (turn position, entity index) of every extracted entity, in write order
+        order = [(t, i) for t, extraction in enumerate(extractions) for i in range(len(extraction.entities))]
+        entities = [extractions[t].entities[i] for t, i in order]
+        vectors = self.embedder.encode([e.text for e in entities]) if entities else []
         changed: set[str] = set()
-        committed: dict[int, str] = {}
-        for index, (entity, vector) in enumerate(zip(extraction.entities, vectors)):
+        committed: dict[tuple[int, int], str] = {}
+        batch = space.detector is not None and space.detector.batch and check_conflicts
+        gated: list[tuple[tuple[int, int], Entity, Any, list[str], list[Entity]]] = []  # batch: judged after the gate
+        for (t, index), entity, vector in zip(order, entities, vectors):
             if entity.entity_id in space.graph or any(q.entity.entity_id == entity.entity_id for q in space.queue):
                 self.stats.add("id_collisions")
                 entity.entity_id = f"{entity.entity_id}-{len(space.graph.entities(include_inactive=True))}"
@@ -279,29 +302,50 @@ class MosaicMemory:
                 self.stats.add("queued")
                 continue
             entity.importance = entity.confidence if self.importance == "rho" else float(self.importance)
-            proposed = [held[extraction.proposed_clashes[index]]] if index in extraction.proposed_clashes else []
+            proposed = [held[extractions[t].proposed_clashes[index]]] if index in extractions[t].proposed_clashes else []
+            if batch:
+                gated.append(((t, index), entity, vector, list(decision.competing), proposed))
+                continue
             applied = self._commit(space, entity, vector, report, competing=decision.competing, check=check_conflicts, proposed=proposed)
             if applied is not None:
                 changed |= applied
-                committed[index] = entity.entity_id
-        for src, dst in extraction.prerequisites:
-            if src in committed and dst in committed:
-                src_id, dst_id = committed[src], committed[dst]
-                if src_id in space.graph.prereq and dst_id in space.graph.prereq:
-                    changed |= space.graph.add_prerequisite(src_id, dst_id)
+                committed[(t, index)] = entity.entity_id
+        if gated:
+            # write-cost variant (conflict.batch): the gate saw the graph as it was before this group, and one
+            # conflict call judges every gated entity (each against the graph plus the group's earlier entities)
+            judged = space.detector.check_group([(entity, vector, proposed) for _, entity, vector, _, proposed in gated], space.graph)
+            for (key, entity, vector, competing, _), decisions in zip(gated, judged):
+                applied = self._commit(space, entity, vector, report, competing=competing, decisions=decisions)
+                if applied is not None:
+                    changed |= applied
+                    committed[key] = entity.entity_id
+        for t, extraction in enumerate(extractions):
+            for src, dst in extraction.prerequisites:
+                if (t, src) in committed and (t, dst) in committed:
+                    src_id, dst_id = committed[(t, src)], committed[(t, dst)]
+                    if src_id in space.graph.prereq and dst_id in space.graph.prereq:
+                        changed |= space.graph.add_prerequisite(src_id, dst_id)
         if changed:
             space.communities.update(space.graph, changed)
             space.scorer.on_write(space.graph, space.communities, changed)
             space.retriever_dirty = True
         report.usage = usage_since(before, own_usage(self.llm))
-        space.cost_log.append({
-            "turn_id": turn.turn_id,
-            "seconds": round(time.perf_counter() - started, 4),
-            "entities": len(extraction.entities),
-            "stored": len(report.stored),
-            "usage": {"calls": report.usage.calls, "prompt_tokens": report.usage.prompt_tokens,
-                      "completion_tokens": report.usage.completion_tokens, "by_purpose": report.usage.by_purpose},
-        })
+        seconds = round(time.perf_counter() - started, 4)
+        stored_by_turn = Counter(turn_id for item in report.stored for turn_id in item.source_turn_ids[:1])
+        for position, (turn, extraction) in enumerate(zip(turns, extractions)):
+            last = position == len(turns) - 1  # a group's calls and seconds are booked on its last turn
+            usage = report.usage if last else LLMUsage()
+            row = {
+                "turn_id": turn.turn_id,
+                "seconds": seconds if last else 0.0,
+                "entities": len(extraction.entities),
+                "stored": stored_by_turn[turn.turn_id] if len(turns) > 1 else len(report.stored),
+                "usage": {"calls": usage.calls, "prompt_tokens": usage.prompt_tokens,
+                          "completion_tokens": usage.completion_tokens, "by_purpose": usage.by_purpose},
+            }
+            if len(turns) > 1:
+                row["group"] = [t.turn_id for t in turns]
+            space.cost_log.append(row)
         return report
 
     def _held_for_proposal(self, space: _Namespace, turn: Turn) -> list[Entity]:
@@ -315,14 +359,16 @@ class MosaicMemory:
 
     def _commit(
         self, space: _Namespace, entity: Entity, vector: Any, report: AddReport, competing: list[str] = (), check: bool = True,
-        proposed: list[Entity] | None = None,
+        proposed: list[Entity] | None = None, decisions: list[ConflictDecision] | None = None,
     ) -> set[str] | None:
         """Run the conflict check (unless ``check`` is off) and apply its decisions; returns changed ids, or None if rejected.
 
-        ``proposed``: held entities the extraction call said this one clashes with (``conflict.judge: proposed``)."""
+        ``proposed``: held entities the extraction call said this one clashes with (``conflict.judge: proposed``).
+        ``decisions``: the check's decisions, already made for a whole group (``conflict.batch``)."""
         graph = space.graph
         detector = space.detector if check else None
-        decisions = detector.check(entity, graph, proposed=proposed) if detector is not None else []
+        if decisions is None:
+            decisions = detector.check(entity, graph, proposed=proposed) if detector is not None else []
         if detector is not None:
             held = [graph.entity(i) for i in competing if i in graph]
             decisions += detector.belief_decisions(entity, held, {d.old_id for d in decisions})

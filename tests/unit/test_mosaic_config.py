@@ -23,7 +23,7 @@ CONF = Path(__file__).resolve().parents[2] / "conf"
 NON_DEFAULT: dict[str, object] = {
     "name": "mosaic_b", "persist": False, "search_weight": 0.35, "search_pool_factor": 3, "search_pool_extra": 2, "importance": 0.5,
     "extract.max_entities": 4, "extract.max_tokens": 111, "extract.context_chars": 50, "extract.max_fact_chars": 99, "extract.copy_margin": 0.25,
-    "extract.held_facts": 2,
+    "extract.held_facts": 2, "extract.turns_per_call": 2,
     "gate.enabled": False, "gate.rho_min": 0.7, "gate.delta": 0.5, "gate.weights": (0.5, 0.25, 0.25), "gate.rule_weight": 0.6,
     "gate.new_value_prior": 0.3, "gate.likelihood_floor": 0.1, "gate.llm_assessment": False, "gate.max_tokens": 55,
     "gate.exclusivity_check": True,
@@ -31,7 +31,7 @@ NON_DEFAULT: dict[str, object] = {
     "conflict.min_similarity": 0.1, "conflict.numeric_similarity": 0.8, "conflict.numeric_tolerance": 0.05,
     "conflict.duplicate_similarity": 0.9, "conflict.reject_margin": 0.3, "conflict.use_numeric_rule": False, "conflict.use_llm": False,
     "conflict.explain": True, "conflict.max_explain_tokens": 20, "conflict.top_logprobs": 5, "conflict.use_belief": False,
-    "conflict.judge_min_similarity": 0.4, "conflict.judge": "proposed",
+    "conflict.judge_min_similarity": 0.4, "conflict.judge": "proposed", "conflict.batch": True,
     "scoring.alpha": 0.4, "scoring.beta": 0.4, "scoring.gamma": 0.1, "scoring.damping": 0.9, "scoring.prereq_weight": 0.5,
     "scoring.power_tol": 1e-6, "scoring.max_power_iterations": 50, "scoring.ncs": False, "scoring.refresh_every": 100,
     "scoring.drift_tolerance": 0.05, "scoring.push_epsilon": 0.001, "scoring.refresh_per_node": 0.1, "scoring.max_interval_scale": 4.0,
@@ -45,6 +45,10 @@ NON_DEFAULT: dict[str, object] = {
     "communities.n_iterations": 3, "communities.seed": 7, "communities.local_rerun_fraction": 0.25, "communities.local_min_size": 4,
     "communities.local_from_nodes": 50, "communities.backstop_rerun_fraction": 0.5,
 }  # fmt: skip
+
+# keys whose non-default value refuses another's (a group extraction shows no held facts; a batched judgement
+# reads one nli label per check, with no "why?" call): checked in a build of their own
+ALONE: dict[str, object] = {"extract.turns_per_call": 2, "conflict.batch": True}
 
 # a key the runner's check refuses raises ConfigKeyError; a value a constructor refuses comes through Hydra's
 # instantiate, which wraps it (the message still names the key)
@@ -94,13 +98,15 @@ def test_every_key_of_the_mosaic_config_is_covered_here():
 
 
 def test_non_default_values_reach_every_object(tmp_path):
-    overrides = [_override(k, v) for k, v in NON_DEFAULT.items() if k not in ("retrieval.seed", "communities.seed")] + ["seed=7"]
+    overrides = [_override(k, v) for k, v in NON_DEFAULT.items() if k not in ("retrieval.seed", "communities.seed", *ALONE)] + ["seed=7"]
     memory = _build(overrides, tmp_path)
     assert isinstance(memory, MosaicMemory)
     space = memory._space("ns")  # the per-namespace parts, built from the same blocks
     objects = {"": memory, "extract": memory.extractor, "gate": memory.gate, "conflict": space.detector, "scoring": space.scorer,
                "retrieval": space.retriever, "graph": space.graph, "communities": space.communities}
     for key, expected in NON_DEFAULT.items():
+        if key in ALONE:
+            continue
         block, _, inner = key.rpartition(".")
         read = READ.get(key, lambda obj, name=inner: getattr(obj, name))
         got = read(objects[block])
@@ -123,6 +129,8 @@ def test_the_conflict_switch_removes_the_detector(tmp_path):
         (["system.retrieval.mode=ivf"], r"system\.retrieval: retrieval\.mode must be one of"),
         (["system.importance=often"], r"system\.importance"),
         (["system.conflict.judge=proposed"], r"system\.conflict\.judge=proposed .* needs system\.extract\.held_facts >= 1"),
+        (["ablation=batched_writes", "system.extract.held_facts=2"], r"system\.extract: extract\.turns_per_call > 1 and extract\.held_facts > 0 cannot be combined"),
+        (["system.conflict.batch=true", "system.conflict.mode=pick"], r"system\.conflict: conflict\.batch=true needs conflict\.mode=nli"),
         (["system=rag", "+system.no_such_knob=1"], r"system\.no_such_knob: unknown key for baselines\.rag\.RagMemory"),
         (["system=full_context", "system.chars_per_token=many"], r"system\.chars_per_token='many' does not fit"),
     ],
@@ -151,3 +159,11 @@ def test_the_exclusive_slots_variant_switches_only_the_gate_check(tmp_path):
     memory = _build(["ablation=exclusive_slots"], tmp_path)
     default = _build([], tmp_path / "default")
     assert memory.gate.exclusivity_check and not default.gate.exclusivity_check  # the paper's belief: every slot single-valued
+
+
+def test_the_batched_writes_variant_sets_both_of_its_keys_and_builds(tmp_path):
+    memory = _build(["ablation=batched_writes"], tmp_path)
+    assert memory.extractor.turns_per_call == ALONE["extract.turns_per_call"]
+    assert memory._space("ns").detector.batch is ALONE["conflict.batch"]
+    default = _build([], tmp_path / "default")
+    assert default.extractor.turns_per_call == 1 and default._space("ns").detector.batch is False  # the paper's write path
