@@ -163,9 +163,10 @@ def build_nli_batch_messages(checks: list[tuple[list[str], str]]) -> list[dict[s
     return messages
 
 
-def _is_label_token(token: str) -> bool:
+def label_of(token: str) -> str | None:
+    """The NLI label a generated token starts ("fa" -> false), None for any other token."""
     token = token.strip().lower()
-    return bool(token) and any(label.startswith(token) and (len(token) >= 2 or token == label) for label in NLI_LABELS)
+    return next((label for label in NLI_LABELS if token and label.startswith(token) and (len(token) >= 2 or token == label)), None)
 
 
 def batch_label_distributions(logprobs: list[dict[str, Any]] | None, text: str, n_checks: int) -> list[dict[str, float] | None]:
@@ -177,10 +178,10 @@ def batch_label_distributions(logprobs: list[dict[str, Any]] | None, text: str, 
         for position in logprobs:
             if len(found) == n_checks:
                 break
-            if _is_label_token(str(position.get("token", ""))):
+            if label_of(str(position.get("token", ""))):
                 found.append(label_distribution([position], str(position.get("token", ""))))
     else:  # no log-probabilities from the server: one-hot on the words of the reply
-        words = [w for w in re.findall(r"[a-z]+", text.lower()) if _is_label_token(w)]
+        words = [w for w in re.findall(r"[a-z]+", text.lower()) if label_of(w)]
         found = [label_distribution(None, w) for w in words[:n_checks]]
     return [*found, *([None] * (n_checks - len(found)))]
 
@@ -190,11 +191,9 @@ def label_distribution(logprobs: list[dict[str, Any]] | None, text: str) -> dict
     probs: dict[str, float] = {}
     if logprobs:
         for cand in logprobs[0].get("top_logprobs", []):
-            token = str(cand.get("token", "")).strip().lower()
-            for label in NLI_LABELS:
-                if token and label.startswith(token) and (len(token) >= 2 or token == label):
-                    probs[label] = probs.get(label, 0.0) + math.exp(float(cand["logprob"]))
-                    break
+            label = label_of(str(cand.get("token", "")))
+            if label is not None:
+                probs[label] = probs.get(label, 0.0) + math.exp(float(cand["logprob"]))
     if not probs:
         word = text.strip().lower()
         probs = {next((lab for lab in NLI_LABELS if word.startswith(lab[:2])), "unknown"): 1.0}

@@ -37,14 +37,17 @@ ENTITY_TYPES = ("event", "persona", "relationship")
 DIRECTNESS = {"stated": 1.0, "implied": 0.6, "hedged": 0.3}
 SPECIFICITY = {"exact": 1.0, "approximate": 0.6, "vague": 0.3}
 
-SYSTEM_PROMPT = (
-    "Extract facts worth remembering from one chat message. Reply with compact one-line JSON. "
-    "At most {max_entities} facts; none for greetings, thanks or small talk.\n"
+# What each field of an extracted fact means: shared by the one-message and the group prompt.
+FIELD_RULES = (
     "fact: a short sentence naming the person (never I or you). "
     "type: event (happened or will happen), persona (trait, job, preference, possession, count) or relationship (tie between people). "
     "who: whose fact. attr: short slot name (job, number of kids, hometown, hobby...). value: short. "
     "when: time words copied from the message (yesterday, last week, in 2022) or empty. "
     "cert: stated, implied or hedged. spec: exact, approximate or vague."
+)
+SYSTEM_PROMPT = (
+    "Extract facts worth remembering from one chat message. Reply with compact one-line JSON. "
+    "At most {max_entities} facts; none for greetings, thanks or small talk.\n" + FIELD_RULES
 )
 
 # A fixed worked example: it shows the compact format (pretty-printed JSON costs a small model
@@ -92,12 +95,7 @@ HELD_FEW_SHOT: list[dict[str, str]] = [
 GROUP_SYSTEM_PROMPT = (
     "Extract facts worth remembering from numbered chat messages. Reply with compact one-line JSON. "
     "At most {max_entities} facts per message; none for greetings, thanks or small talk.\n"
-    "msg: the number of the message the fact comes from. "
-    "fact: a short sentence naming the person (never I or you). "
-    "type: event (happened or will happen), persona (trait, job, preference, possession, count) or relationship (tie between people). "
-    "who: whose fact. attr: short slot name (job, number of kids, hometown, hobby...). value: short. "
-    "when: time words copied from the message (yesterday, last week, in 2022) or empty. "
-    "cert: stated, implied or hedged. spec: exact, approximate or vague."
+    "msg: the number of the message the fact comes from. " + FIELD_RULES
 )
 GROUP_FEW_SHOT: list[dict[str, str]] = [
     {"role": "user", "content": (
