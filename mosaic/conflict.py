@@ -140,7 +140,10 @@ NLI_BATCH_SYSTEM_PROMPT = NLI_SYSTEM_PROMPT.replace(
     "Several checks come numbered, each with its own facts: reply one line per check, its number, a dot and one "
     "word: true, false or unknown.",
 )
-NLI_BATCH_FEW_SHOT: list[list[int]] = [[0, 1, 2], [3, 4], [5, 6, 7]]  # indices into NLI_FEW_SHOT
+# Indices into NLI_FEW_SHOT, ordered so that no answer position always holds the same label. At 9495b5c every
+# example group opened on "false", and the batched judgement turned 15 of the quickstart's writes into updates
+# or flags where the single prompt made 2; an answer whose first line is always "false" is the suspected cause.
+NLI_BATCH_FEW_SHOT: list[list[int]] = [[1, 0, 2], [3, 4], [6, 7, 5]]  # labels: unknown false true / false unknown / unknown false false
 
 
 def format_nli_batch_query(checks: list[tuple[list[str], str]]) -> str:

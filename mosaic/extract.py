@@ -90,8 +90,10 @@ HELD_FEW_SHOT: list[dict[str, str]] = [
 
 # Write-cost variant (issue 19, ``turns_per_call`` > 1): several consecutive messages in one call,
 # numbered, and each fact names its message ("msg"), so the facts can be split back to their turns.
-# A separate prompt and example (same rules, same people and facts as FEW_SHOT), so the default
-# prompt and its cached calls are unchanged; both are constant, so llama.cpp caches this prefix too.
+# A separate prompt and example, so the default prompt and its cached calls are unchanged; both are
+# constant, so llama.cpp caches this prefix too. The example holds FEW_SHOT's two messages (one with two
+# facts, one with none) and a third with one fact: an example with one fact per message taught the 1.5B
+# model to write about one fact per message (53 facts extracted on the quickstart against 87 at 9495b5c).
 GROUP_SYSTEM_PROMPT = (
     "Extract facts worth remembering from numbered chat messages. Reply with compact one-line JSON. "
     "At most {max_entities} facts per message; none for greetings, thanks or small talk.\n"
@@ -99,12 +101,14 @@ GROUP_SYSTEM_PROMPT = (
 )
 GROUP_FEW_SHOT: list[dict[str, str]] = [
     {"role": "user", "content": (
-        "Session date: 2023-05-08\nMessage 1 from Jon: Hey! We adopted a second cat last week.\n"
-        "Message 2 from Ana: That sounds great! Do you still teach?\nMessage 3 from Jon: Yes, I still teach math at Lincoln High.")},
+        "Session date: 2023-05-08\nMessage 1 from Jon: Hey! We adopted a second cat last week, and I still teach math at Lincoln High.\n"
+        "Message 2 from Ana: Thanks, that sounds great!\nMessage 3 from Ana: My sister moved to Denver in March.")},
     {"role": "assistant", "content": (
         '{"facts":[{"msg":1,"fact":"Jon adopted a second cat last week","type":"event","who":"Jon","attr":"number of cats","value":"2",'
-        '"when":"last week","cert":"stated","spec":"exact"},{"msg":3,"fact":"Jon teaches math at Lincoln High","type":"persona",'
-        '"who":"Jon","attr":"job","value":"math teacher","when":"","cert":"stated","spec":"exact"}]}'
+        '"when":"last week","cert":"stated","spec":"exact"},{"msg":1,"fact":"Jon teaches math at Lincoln High","type":"persona",'
+        '"who":"Jon","attr":"job","value":"math teacher","when":"","cert":"stated","spec":"exact"},{"msg":3,'
+        '"fact":"Ana\'s sister moved to Denver in March","type":"relationship","who":"Ana","attr":"sister\'s city","value":"Denver",'
+        '"when":"in March","cert":"stated","spec":"exact"}]}'
     )},
 ]
 

@@ -124,6 +124,15 @@ def test_the_batched_prompt_has_a_fixed_prefix():
     assert a[:-1] == b[:-1] and a[-1] != b[-1] and a[2]["content"].startswith("1. ")
 
 
+def test_no_answer_position_of_the_batched_examples_always_holds_one_label():
+    """The worked examples' answers, read back by the label reader, differ at the first position across
+    examples: examples that all open on "false" teach the model to open on "false" (9495b5c)."""
+    messages = build_nli_batch_messages([(["fact a"], "new a"), (["fact b"], "new b")])
+    answers = [m["content"] for m in messages[1:-1] if m["role"] == "assistant"]
+    labels = [[max(d, key=d.get) for d in batch_label_distributions(None, a, a.count("\n") + 1)] for a in answers]
+    assert len({first for first, *_ in labels}) > 1 and all(len(set(group)) > 1 for group in labels)
+
+
 def test_batch_needs_nli_without_explanations():
     with pytest.raises(ValueError, match="conflict.batch=true needs conflict.mode=nli"):
         ConflictDetector(FakeLLM(lambda m, s: ""), batch=True, mode="pick")
