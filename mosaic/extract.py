@@ -16,6 +16,7 @@ so that extraction costs fewer than one LLM call per turn (README "Write cost").
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import re
 from dataclasses import dataclass, field
@@ -99,17 +100,16 @@ GROUP_SYSTEM_PROMPT = (
     "At most {max_entities} facts per message; none for greetings, thanks or small talk.\n"
     "msg: the number of the message the fact comes from. " + FIELD_RULES
 )
+_JON = FEW_SHOT[0]["content"].split("Message from Jon: ", 1)[1]  # FEW_SHOT's two messages, numbered 1 and 2
+_ANA = FEW_SHOT[2]["content"].split("Message from Ana: ", 1)[1]
+_ANA_FACT = {"fact": "Ana's sister moved to Denver in March", "type": "relationship", "who": "Ana", "attr": "sister's city", "value": "Denver",
+             "when": "in March", "cert": "stated", "spec": "exact"}  # fmt: skip
 GROUP_FEW_SHOT: list[dict[str, str]] = [
     {"role": "user", "content": (
-        "Session date: 2023-05-08\nMessage 1 from Jon: Hey! We adopted a second cat last week, and I still teach math at Lincoln High.\n"
-        "Message 2 from Ana: Thanks, that sounds great!\nMessage 3 from Ana: My sister moved to Denver in March.")},
-    {"role": "assistant", "content": (
-        '{"facts":[{"msg":1,"fact":"Jon adopted a second cat last week","type":"event","who":"Jon","attr":"number of cats","value":"2",'
-        '"when":"last week","cert":"stated","spec":"exact"},{"msg":1,"fact":"Jon teaches math at Lincoln High","type":"persona",'
-        '"who":"Jon","attr":"job","value":"math teacher","when":"","cert":"stated","spec":"exact"},{"msg":3,'
-        '"fact":"Ana\'s sister moved to Denver in March","type":"relationship","who":"Ana","attr":"sister\'s city","value":"Denver",'
-        '"when":"in March","cert":"stated","spec":"exact"}]}'
-    )},
+        f"Session date: 2023-05-08\nMessage 1 from Jon: {_JON}\nMessage 2 from Ana: {_ANA}\n"
+        "Message 3 from Ana: My sister moved to Denver in March.")},
+    {"role": "assistant", "content": json.dumps({"facts": [
+        *({"msg": 1, **fact} for fact in json.loads(FEW_SHOT[1]["content"])["facts"]), {"msg": 3, **_ANA_FACT}]}, separators=(",", ":"))},
 ]
 
 

@@ -1,0 +1,83 @@
+"""How far apart MOSAIC's NLI judgement scores lie, read from a run's committed LLM response cache.
+
+    python -m scripts.judge_scores <archive.jsonl.gz> [--threshold 0.35] [--out results/bench/x.json]
+
+The save-time conflict check scores each check by p(false) from the label token's log-probabilities
+and calls it a conflict above ``conflict.threshold``. Whether a threshold can work at all depends on the
+spread of those scores: this prints p(false) by the label the model wrote, for single-check answers
+(one word) and batched answers (``n. label`` lines, issue 19's ``conflict.batch``), so that a judgement
+whose scores sit in one narrow band whatever it answers shows up as such. Answers are recognised by their
+shape (a cache holds every purpose's responses and no prompts); scripts/cache_archive.py writes archives.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from mosaic.conflict import NLI_LABELS, batch_label_distributions, label_distribution, label_of  # noqa: E402
+
+BATCH_LINE = re.compile(r"^\d+\.\s*(\w+)\s*$")
+
+
+def judged_checks(responses: list[dict[str, Any]]) -> dict[str, list[tuple[str, float]]]:
+    """(written label, p(false)) for every single and every batched NLI check among ``responses``."""
+    checks: dict[str, list[tuple[str, float]]] = {"single": [], "batched": []}
+    for response in responses:
+        text = str(response.get("text", "")).strip()
+        lines = text.splitlines()
+        if lines and all(BATCH_LINE.match(line.strip()) and label_of(BATCH_LINE.match(line.strip()).group(1)) for line in lines):
+            written = [label_of(BATCH_LINE.match(line.strip()).group(1)) for line in lines]
+            for label, dist in zip(written, batch_label_distributions(response.get("logprobs"), text, len(lines))):
+                if dist is not None and label is not None:
+                    checks["batched"].append((label, dist["false"]))
+        elif text and " " not in text and label_of(text) == text.lower():
+            checks["single"].append((text.lower(), label_distribution(response.get("logprobs"), text)["false"]))
+    return checks
+
+
+def summarise(checks: list[tuple[str, float]], threshold: float) -> dict[str, Any]:
+    """Count, p(false) quantiles overall and per written label, and how many reach the threshold."""
+    def stats(scores: list[float]) -> dict[str, Any]:
+        if not scores:
+            return {"n": 0}
+        q = np.quantile(scores, [0.0, 0.25, 0.5, 0.75, 1.0])
+        return {"n": len(scores), "min": round(float(q[0]), 3), "q25": round(float(q[1]), 3), "median": round(float(q[2]), 3),
+                "q75": round(float(q[3]), 3), "max": round(float(q[4]), 3), "at_or_above_threshold": int(sum(s >= threshold for s in scores))}
+    return {"all": stats([s for _, s in checks]), **{label: stats([s for lab, s in checks if lab == label]) for label in NLI_LABELS}}
+
+
+def read_archive(archive: Path) -> list[dict[str, Any]]:
+    if not archive.is_file():
+        raise SystemExit(f"no cache archive at {archive}: write one with `python -m scripts.cache_archive export <cache_dir> {archive}`")
+    with gzip.open(archive, "rt", encoding="utf-8") as lines:
+        return [json.loads(line)["value"] for line in lines if line.strip()]
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("archive", type=Path)
+    parser.add_argument("--threshold", type=float, default=0.35, help="conflict.threshold of the run (conf/system/mosaic.yaml)")
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args(argv)
+    checks = judged_checks(read_archive(args.archive))
+    report = {"archive": str(args.archive), "threshold": args.threshold, **{kind: summarise(rows, args.threshold) for kind, rows in checks.items()}}
+    for kind in ("single", "batched"):
+        print(f"{kind}: " + "; ".join(f"{label} {s}" for label, s in report[kind].items()))
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(report, indent=2) + "\n")
+    return report
+
+
+if __name__ == "__main__":
+    main()
