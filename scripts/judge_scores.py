@@ -1,6 +1,6 @@
 """How far apart MOSAIC's NLI judgement scores lie, read from a run's committed LLM response cache.
 
-    python -m scripts.judge_scores <archive.jsonl.gz> [--threshold 0.35] [--out results/bench/x.json]
+    python -m scripts.judge_scores <archive.jsonl.gz> [--threshold <conflict.threshold>] [--out results/bench/x.json]
 
 The save-time conflict check scores each check by p(false) from the label token's log-probabilities
 and calls it a conflict above ``conflict.threshold``. Whether a threshold can work at all depends on the
@@ -21,11 +21,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from omegaconf import OmegaConf
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from mosaic.conflict import NLI_LABELS, batch_label_distributions, label_distribution, label_of  # noqa: E402
 
+MOSAIC_CONF = Path(__file__).resolve().parents[1] / "conf" / "system" / "mosaic.yaml"
 BATCH_LINE = re.compile(r"^\d+\.\s*(\w+)\s*$")
 
 
@@ -34,11 +36,11 @@ def judged_checks(responses: list[dict[str, Any]]) -> dict[str, list[tuple[str, 
     checks: dict[str, list[tuple[str, float]]] = {"single": [], "batched": []}
     for response in responses:
         text = str(response.get("text", "")).strip()
-        lines = text.splitlines()
-        if lines and all(BATCH_LINE.match(line.strip()) and label_of(BATCH_LINE.match(line.strip()).group(1)) for line in lines):
-            written = [label_of(BATCH_LINE.match(line.strip()).group(1)) for line in lines]
-            for label, dist in zip(written, batch_label_distributions(response.get("logprobs"), text, len(lines))):
-                if dist is not None and label is not None:
+        matches = [BATCH_LINE.match(line.strip()) for line in text.splitlines()]
+        written = [label_of(match.group(1)) if match else None for match in matches]
+        if written and all(written):
+            for label, dist in zip(written, batch_label_distributions(response.get("logprobs"), text, len(written))):
+                if dist is not None:
                     checks["batched"].append((label, dist["false"]))
         elif text and " " not in text and label_of(text) == text.lower():
             checks["single"].append((text.lower(), label_distribution(response.get("logprobs"), text)["false"]))
@@ -66,9 +68,11 @@ def read_archive(archive: Path) -> list[dict[str, Any]]:
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("archive", type=Path)
-    parser.add_argument("--threshold", type=float, default=0.35, help="conflict.threshold of the run (conf/system/mosaic.yaml)")
+    parser.add_argument("--threshold", type=float, help="default: conflict.threshold in conf/system/mosaic.yaml")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
+    if args.threshold is None:
+        args.threshold = float(OmegaConf.load(MOSAIC_CONF).conflict.threshold)
     checks = judged_checks(read_archive(args.archive))
     report = {"archive": str(args.archive), "threshold": args.threshold, **{kind: summarise(rows, args.threshold) for kind, rows in checks.items()}}
     for kind in ("single", "batched"):

@@ -48,3 +48,14 @@ def test_the_report_counts_scores_at_the_threshold_per_written_label(tmp_path):
 def test_a_missing_archive_names_the_export_command(tmp_path):
     with pytest.raises(SystemExit, match="cache_archive export"):
         main([str(tmp_path / "none.jsonl.gz")])
+
+
+def test_the_threshold_defaults_to_the_detectors_own(tmp_path):
+    from omegaconf import OmegaConf
+
+    from scripts.judge_scores import MOSAIC_CONF
+
+    archive = tmp_path / "cache.jsonl.gz"
+    with gzip.open(archive, "wt", encoding="utf-8") as out:
+        out.write(json.dumps({"key": "k", "value": BATCHED}) + "\n")
+    assert main([str(archive)])["threshold"] == OmegaConf.load(MOSAIC_CONF).conflict.threshold
