@@ -22,7 +22,9 @@ import gzip
 import io
 import json
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -50,24 +52,38 @@ def export_cache(cache_dir: Path, archive: Path) -> int:
     return len(rows)
 
 
+def archive_entries(archive: Path) -> Iterator[tuple[str, Any]]:
+    """(key, response) for each line of ``archive``; a missing archive fails here, before anything is read."""
+    if not archive.is_file():
+        raise SystemExit(
+            f"no cache archive at {archive}: results/caches/ lists the committed ones, "
+            f"and `python -m scripts.cache_archive export <cache_dir> {archive}` writes one"
+        )
+    return _read_entries(archive)
+
+
+def _read_entries(archive: Path) -> Iterator[tuple[str, Any]]:
+    with gzip.open(archive, "rt", encoding="utf-8") as lines:
+        for number, line in enumerate(lines, 1):
+            try:
+                entry = json.loads(line)
+                key, value = entry["key"], entry["value"]
+            except (json.JSONDecodeError, KeyError, TypeError) as err:
+                raise SystemExit(f"{archive} line {number} is not a cache entry ({err}): re-export it with `export`") from err
+            yield key, value
+
+
 def import_cache(archive: Path, cache_dir: Path) -> tuple[int, int]:
     """Add the archive's entries that ``cache_dir`` lacks; returns (added, already held)."""
-    if not archive.is_file():
-        raise SystemExit(f"no cache archive at {archive}: results/caches/ lists the committed ones")
+    entries = archive_entries(archive)
     cache = ResponseCache(cache_dir / CACHE_FILE)
     added = held = 0
     try:
-        with gzip.open(archive, "rt", encoding="utf-8") as lines:
-            for number, line in enumerate(lines, 1):
-                try:
-                    entry = json.loads(line)
-                    key, value = entry["key"], entry["value"]
-                except (json.JSONDecodeError, KeyError, TypeError) as err:
-                    raise SystemExit(f"{archive} line {number} is not a cache entry ({err}): re-export it with `export`") from err
-                if cache.put_absent(key, json.dumps(value)):
-                    added += 1
-                else:
-                    held += 1
+        for key, value in entries:
+            if cache.put_absent(key, json.dumps(value)):
+                added += 1
+            else:
+                held += 1
     finally:
         cache.close()
     return added, held

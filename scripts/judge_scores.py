@@ -13,7 +13,6 @@ shape (a cache holds every purpose's responses and no prompts); scripts/cache_ar
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import re
 import sys
@@ -25,7 +24,9 @@ from omegaconf import OmegaConf
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from core.atomic import write_text_atomic  # noqa: E402
 from mosaic.conflict import NLI_LABELS, batch_label_distributions, label_distribution, label_of  # noqa: E402
+from scripts.cache_archive import archive_entries  # noqa: E402
 
 MOSAIC_CONF = Path(__file__).resolve().parents[1] / "conf" / "system" / "mosaic.yaml"
 BATCH_LINE = re.compile(r"^\d+\.\s*(\w+)\s*$")
@@ -58,13 +59,6 @@ def summarise(checks: list[tuple[str, float]], threshold: float) -> dict[str, An
     return {"all": stats([s for _, s in checks]), **{label: stats([s for lab, s in checks if lab == label]) for label in NLI_LABELS}}
 
 
-def read_archive(archive: Path) -> list[dict[str, Any]]:
-    if not archive.is_file():
-        raise SystemExit(f"no cache archive at {archive}: write one with `python -m scripts.cache_archive export <cache_dir> {archive}`")
-    with gzip.open(archive, "rt", encoding="utf-8") as lines:
-        return [json.loads(line)["value"] for line in lines if line.strip()]
-
-
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("archive", type=Path)
@@ -73,13 +67,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parser.parse_args(argv)
     if args.threshold is None:
         args.threshold = float(OmegaConf.load(MOSAIC_CONF).conflict.threshold)
-    checks = judged_checks(read_archive(args.archive))
+    checks = judged_checks([response for _, response in archive_entries(args.archive)])
     report = {"archive": str(args.archive), "threshold": args.threshold, **{kind: summarise(rows, args.threshold) for kind, rows in checks.items()}}
     for kind in ("single", "batched"):
         print(f"{kind}: " + "; ".join(f"{label} {s}" for label, s in report[kind].items()))
     if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(report, indent=2) + "\n")
+        write_text_atomic(args.out, json.dumps(report, indent=2) + "\n")
     return report
 
 
