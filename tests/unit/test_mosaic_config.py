@@ -167,3 +167,12 @@ def test_the_batched_writes_variant_sets_both_of_its_keys_and_builds(tmp_path):
     assert memory._space("ns").detector.batch is ALONE["conflict.batch"]
     default = _build([], tmp_path / "default")
     assert default.extractor.turns_per_call == 1 and default._space("ns").detector.batch is False  # the paper's write path
+
+
+def test_the_paired_extraction_variant_pairs_turns_but_judges_each_check_alone(tmp_path):
+    memory = _build(["ablation=paired_extraction"], tmp_path)
+    detector = memory._space("ns").detector
+    assert memory.extractor.turns_per_call == 2 and detector.batch is False  # single, calibrated judgements
+    assert detector.judge_min_similarity == 0.75
+    default = _build([], tmp_path / "default")
+    assert default._space("ns").detector.judge_min_similarity is None  # the paper's write path asks every check
