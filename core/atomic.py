@@ -15,6 +15,12 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+# mkstemp creates its file 0600; a result written through it would be unreadable to the other users of a shared
+# GPU box. The process umask is read once here (os.umask can only be read by setting it, which is not
+# thread-safe later) and a new file gets the mode open() would have given it.
+_UMASK = os.umask(0o022)
+os.umask(_UMASK)
+
 
 def write_bytes_atomic(path: str | Path, data: bytes) -> None:
     """Replace ``path`` with ``data`` in one step (its folder is created when missing)."""
@@ -22,6 +28,7 @@ def write_bytes_atomic(path: str | Path, data: bytes) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
+        os.fchmod(fd, _mode_for(target))
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
@@ -31,6 +38,14 @@ def write_bytes_atomic(path: str | Path, data: bytes) -> None:
         Path(tmp_name).unlink(missing_ok=True)
         raise
     _fsync_dir(target.parent)
+
+
+def _mode_for(target: Path) -> int:
+    """The replaced file's permissions when there is one, else what a plain open() would give under the umask."""
+    try:
+        return target.stat().st_mode & 0o777
+    except FileNotFoundError:
+        return 0o666 & ~_UMASK
 
 
 def write_text_atomic(path: str | Path, text: str) -> None:
