@@ -22,6 +22,7 @@ import json
 import logging
 import os
 import sqlite3
+import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -43,6 +44,33 @@ from core.turn_costs import TurnCosts
 log = logging.getLogger(__name__)
 
 REPO = Path(__file__).resolve().parents[1]
+# Builds .venv-letta (Letta 0.11.7 in its own venv, its pins clash with ours); only system=memgpt needs it, so
+# the set-up leaves it to the first use (or `bash scripts/setup.sh --with-letta`).
+LETTA_SETUP = REPO / "scripts" / "setup_letta.sh"
+MANAGED_LETTA = REPO / ".venv-letta" / "bin" / "letta"
+
+
+def ensure_letta(letta_path: str, setup_script: Path = LETTA_SETUP, managed: Path = MANAGED_LETTA) -> None:
+    """Build the Letta environment on first use when ``letta_path`` is the one the set-up script makes.
+
+    A ``letta_bin`` pointing elsewhere is the user's own install: a missing one is an error, not a build.
+    A file lock keeps two runs from building it at once; the second waits and finds it built."""
+    if Path(letta_path).exists():
+        return
+    if Path(letta_path).resolve() != managed.resolve():
+        raise FileNotFoundError(f"system.letta_bin={letta_path} is missing: install Letta 0.11.7 there, or use the default .venv-letta/bin/letta (built on first use)")
+    from filelock import FileLock
+
+    venv = managed.parents[1]
+    setup_log = venv.with_name(venv.name + "-setup.log")
+    with FileLock(str(venv.with_name(venv.name + ".lock"))):
+        if Path(letta_path).exists():
+            return
+        log.warning("building the Letta 0.11.7 environment in %s on first use of system=memgpt (about 90 s, once; log: %s)", venv, setup_log)
+        with open(setup_log, "w") as out:
+            done = subprocess.run(["bash", str(setup_script)], cwd=setup_script.parents[1], stdout=out, stderr=subprocess.STDOUT, check=False)
+        if done.returncode != 0 or not Path(letta_path).exists():
+            raise RuntimeError(f"building {venv} failed (exit {done.returncode}): see {setup_log}, then rerun `bash scripts/setup_letta.sh`")
 STEP_PURPOSE = "memgpt.step"
 
 # Tool calls that rewrite core memory (Letta's v1 and v2 memory tools): the old text they replace.
@@ -277,8 +305,7 @@ class MemGPTMemory:
         return self._base_url
 
     def start(self) -> None:
-        if not Path(self._letta_path).exists():
-            raise FileNotFoundError(f"{self._letta_path} is missing: run scripts/setup_letta.sh (builds .venv-letta with Letta 0.11.7)")
+        ensure_letta(self._letta_path)
         self.tools.start()
         port = free_port()
         self._base_url = f"http://127.0.0.1:{port}"

@@ -29,6 +29,20 @@ def default_model_name(model: str) -> str:
 # on; off generates faster deep in a long context and reads prompts slower (Mem0's adds: docs/baselines.md).
 FLASH_ATTN_MODES = {"auto": -1, "off": 0, "on": 1}
 
+# Speculative decoding (llm.speculative): "none"; "draft" (a small draft model of the same tokenizer family,
+# llm.draft_model, proposes llm.draft_max tokens that the main model checks in one batch); or one of llama.cpp's
+# draft-free n-gram lookups, which propose continuations seen earlier in the prompt or the reply (extraction
+# copies names and phrases from the message, and JSON keys from the few-shot example). Greedy verification keeps
+# the main model's own choice at every position, so replies are the same up to floating-point ties.
+SPECULATIVE_TYPES = {
+    "none": "COMMON_SPECULATIVE_TYPE_NONE",
+    "draft": "COMMON_SPECULATIVE_TYPE_DRAFT_SIMPLE",
+    "ngram_simple": "COMMON_SPECULATIVE_TYPE_NGRAM_SIMPLE",
+    "ngram_map_k": "COMMON_SPECULATIVE_TYPE_NGRAM_MAP_K",
+    "ngram_mod": "COMMON_SPECULATIVE_TYPE_NGRAM_MOD",
+    "ngram_cache": "COMMON_SPECULATIVE_TYPE_NGRAM_CACHE",
+}
+
 
 class LocalLLM(OpenAICompatClient):
     """xllamacpp's in-process OpenAI-compatible server on 127.0.0.1, started on first use.
@@ -53,11 +67,25 @@ class LocalLLM(OpenAICompatClient):
         verbosity: int = 1,
         flash_attn: str | bool = "auto",
         remember_output_faults: bool = True,
+        speculative: str = "none",
+        draft_model: str | None = None,
+        draft_max: int = 8,
+        draft_min: int = 0,
+        draft_p_min: float = 0.0,
+        cache_reuse: int = 0,
     ) -> None:
         if isinstance(flash_attn, bool):  # YAML 1.1 readers turn a bare on/off into a bool
             flash_attn = "on" if flash_attn else "off"
         if flash_attn not in FLASH_ATTN_MODES:
             raise ValueError(f"llm.flash_attn={flash_attn!r}: use one of {sorted(FLASH_ATTN_MODES)}")
+        if speculative not in SPECULATIVE_TYPES:
+            raise ValueError(f"llm.speculative={speculative!r}: use one of {sorted(SPECULATIVE_TYPES)}")
+        if speculative == "draft" and not draft_model:
+            raise ValueError("llm.speculative=draft needs llm.draft_model (e.g. qwen2.5-coder-0.5b-instruct, same tokenizer family)")
+        if int(draft_max) < 1 or not 0 <= int(draft_min) <= int(draft_max) or not 0.0 <= float(draft_p_min) <= 1.0:
+            raise ValueError(f"llm.draft_max={draft_max} must be >= 1, llm.draft_min={draft_min} in [0, draft_max], llm.draft_p_min={draft_p_min} in [0, 1]")
+        if int(cache_reuse) < 0:
+            raise ValueError(f"llm.cache_reuse={cache_reuse} must be >= 0 (0: off; else the smallest chunk reused by KV shifting)")
         super().__init__(
             base_url="",
             model=model_name or default_model_name(model),
@@ -74,6 +102,10 @@ class LocalLLM(OpenAICompatClient):
         self.parallel = parallel
         self.verbosity = verbosity  # llama.cpp log level: 1 keeps warnings/errors, 3 logs every slot event
         self.flash_attn = flash_attn
+        self.speculative = speculative
+        self.draft_model = draft_model
+        self.draft_max, self.draft_min, self.draft_p_min = int(draft_max), int(draft_min), float(draft_p_min)
+        self.cache_reuse = int(cache_reuse)
         self._server: Any = None
 
     @property
@@ -109,9 +141,27 @@ class LocalLLM(OpenAICompatClient):
             params.port = free_port()
             params.embedding = False
             params.verbosity = self.verbosity
+            params.n_cache_reuse = self.cache_reuse
+            self._configure_speculative(params, xllamacpp)
             log.info("starting local LLM %s on 127.0.0.1:%d", path.name, params.port)
             self._server = xllamacpp.Server(params)
             self._base_url = str(self._server.listening_address).rstrip("/")
+
+    def _configure_speculative(self, params: Any, xllamacpp: Any) -> None:
+        """Set llama.cpp's speculative decoding from llm.speculative / llm.draft_* (no-op for "none")."""
+        if self.speculative == "none":
+            return
+        from core.model_files import resolve_model
+
+        spec = params.speculative
+        spec.types = [getattr(xllamacpp.common_speculative_type, SPECULATIVE_TYPES[self.speculative])]
+        spec.draft.n_max, spec.draft.n_min, spec.draft.p_min = self.draft_max, self.draft_min, self.draft_p_min
+        if self.speculative == "draft":
+            assert self.draft_model is not None
+            spec.draft.mparams.path = str(resolve_model(self.draft_model))
+            spec.draft.cpuparams.n_threads = self.threads
+            spec.draft.cpuparams_batch.n_threads = self.threads
+        log.info("speculative decoding: %s (draft_max %d)", self.speculative, self.draft_max)
 
     def close(self) -> None:
         super().close()
