@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -17,16 +18,103 @@ def format_pair(stat: dict[str, Any], keys: tuple[str, str] = ("p50", "p95"), di
     return " / ".join(f"{v:.{digits}f}" for v in values)
 
 
+# What a configuration measures, where the system's own name would mislead: ``system.ingest_mode=archival`` puts
+# the turns into Letta's archival (vector) store and answers with the harness's shared answerer, i.e. retrieval
+# through Letta's store, not MemGPT's agent (issue 40, item 11).
+MEASURED_LABELS: dict[tuple[str, str, str], str] = {
+    ("memgpt", "archival", "shared"): "Letta archival store + harness answerer",
+    ("memgpt", "archival", "agent"): "Letta archival store + MemGPT agent answerer",
+}
+
+
+def _system_setting(metrics: dict[str, Any], key: str) -> str | None:
+    """A ``system.<key>`` value as the run recorded it: in its system metrics, else on its command line."""
+    recorded = (metrics.get("system_metrics") or {}).get(key)
+    if recorded is not None:
+        return str(recorded)
+    for override in metrics.get("metadata", {}).get("overrides", []) or []:
+        if isinstance(override, str) and override.startswith(f"system.{key}="):
+            return override.split("=", 1)[1]
+    return None
+
+
+def system_label(metrics: dict[str, Any]) -> str:
+    """The name of what a row measures: a label the system reports (Zep's), a measured configuration's label
+    (``MEASURED_LABELS``), else the system's config name."""
+    meta = metrics.get("metadata", {})
+    reported = (meta.get("system_metadata") or {}).get("row_label")
+    if reported:
+        return reported
+    system = str(meta.get("system", metrics.get("system", "?")))
+    ingest_mode = _system_setting(metrics, "ingest_mode")
+    answer_mode = _system_setting(metrics, "answer_mode") or "shared"
+    return MEASURED_LABELS.get((system, ingest_mode or "", answer_mode), system)
+
+
 def row_label(metrics: dict[str, Any]) -> str:
-    """A results row's name: the system's (or the label it reports, e.g. Zep's), its ablation, and the
+    """A results row's name: what the system measures (``system_label``), its ablation, and the
     ``system.*`` values its command line set (a sweep's ``system.conflict.k=1`` becomes ``(conflict.k=1)``),
     so runs that differ only by such a value do not share a name in a table."""
     meta = metrics.get("metadata", {})
-    system = meta.get("system_metadata", {}).get("row_label") or meta.get("system", metrics.get("system", "?"))
+    system = system_label(metrics)
     ablation = meta.get("ablation")
     label = system if ablation in (None, "none", "") else f"{system} / {ablation}"
     settings = [o.removeprefix("system.") for o in meta.get("overrides", []) if isinstance(o, str) and o.startswith("system.")]
     return f"{label} ({', '.join(settings)})" if settings else label
+
+
+def is_paper_configuration(metrics: dict[str, Any]) -> bool:
+    """Whether a run is a system as the paper configured it: no ablation, no renamed variant, no ``system.*``
+    value set on the command line. Only such a row may carry the paper's reported value (issue 40, item 12)."""
+    meta = metrics.get("metadata", {})
+    if meta.get("ablation") not in (None, "none", ""):
+        return False
+    overrides = [o for o in meta.get("overrides", []) or [] if isinstance(o, str)]
+    return not any(o.lstrip("+~").startswith(("system.", "ablation", "ablation_name")) for o in overrides)
+
+
+def _jsonl_rows(path: Path) -> list[dict[str, Any]] | None:
+    """Rows of a JSONL file (damaged lines skipped: a table must render any published folder); None if absent."""
+    if not path.is_file():
+        return None
+    rows = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return [r for r in rows if isinstance(r, dict)]
+
+
+def failure_counts(metrics: dict[str, Any]) -> tuple[int | None, int | None]:
+    """(failed rows, failed ingest turns) of a run: ``failures.rows`` / ``failures.ingest_turns`` of metrics.json,
+    else what older runs recorded (LoCoMo: ``ingest.failures`` and the judge's and answerer's failures in the row
+    files; conflict suite: each probe's ``failures`` in cases.jsonl plus each context's in ingests.jsonl);
+    None where nothing was recorded."""
+    recorded = metrics.get("failures")
+    if isinstance(recorded, dict) and ("rows" in recorded or "ingest_turns" in recorded):
+        return recorded.get("rows"), recorded.get("ingest_turns")
+    folder = Path(metrics["_path"]).parent if metrics.get("_path") else None
+    rows: int | None = None
+    ingest: int | None = None
+    if isinstance(metrics.get("ingest"), dict) and isinstance(metrics["ingest"].get("failures"), int):
+        ingest = metrics["ingest"]["failures"]  # LoCoMo: AddReport failures summed over sessions
+    predictions = _jsonl_rows(folder / "predictions.jsonl") if folder else None
+    if predictions is not None and isinstance((metrics.get("overall") or {}).get("judge_failures"), int):
+        rows = metrics["overall"]["judge_failures"] + sum(bool(p.get("answer_failure")) for p in predictions)
+    cases = _jsonl_rows(folder / "cases.jsonl") if folder else None
+    contexts = _jsonl_rows(folder / "ingests.jsonl") if folder else None
+    if cases is not None and contexts is not None and all("failures" in c for c in contexts):
+        ingest = sum(int(c.get("failures") or 0) for c in cases) + sum(int(c["failures"]) for c in contexts)
+    return rows, ingest
+
+
+def failures_cell(metrics: dict[str, Any]) -> str:
+    """``"rows / ingest turns"``, e.g. ``"0 / 20"``; ``n/a`` for what a run did not record."""
+    return " / ".join("n/a" if n is None else str(n) for n in failure_counts(metrics))
+
+
+FAILURES_COLUMN = "failures (rows / ingest turns)"
 
 
 def to_markdown(table: pd.DataFrame) -> str:

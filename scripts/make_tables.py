@@ -1,27 +1,39 @@
 """Build paper-shaped tables from metrics.json files only (never from numbers typed in).
 
-    python -m scripts.make_tables [--root results/runs] [--out results/tables] [--convention mem0]
+    python -m scripts.make_tables [--root results/published/runs] [--out results/tables] [--convention mem0]
 
 Groups runs by benchmark, calls that benchmark class's static ``make_table`` (class path
 recorded in metrics.json as ``benchmark_target``), writes <out>/<benchmark>.{md,csv,tex}
 and prints the Markdown; a class's optional ``make_extra_tables`` adds more (LoCoMo: the
-judge-and-gold view, locomo_judge_gold.*).
+judge-and-gold view, locomo_judge_gold.*; the README's headline views, *_headline.*). The
+scaling benchmark's files under results/bench/ become <out>/scaling.*, each amortised figure
+labelled measured or extrapolated.
+
+With the defaults (published runs into results/tables/) it then rewrites every README section
+between ``<!-- table:NAME -->`` and ``<!-- /table -->`` with results/tables/NAME.md, so the
+README quotes published files only (``--readme FILE`` for another file, ``--readme ''`` for none).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 from hydra.utils import get_class
 
 from eval.tables import to_markdown, write_tables
 
 REPO = Path(__file__).resolve().parents[1]
+PUBLISHED = REPO / "results" / "published" / "runs"
+TABLES = REPO / "results" / "tables"
+SCALING_FILES = (REPO / "results" / "bench" / "scaling.json", REPO / "results" / "bench" / "ncs_100k_long_window" / "scaling.json")
+README_SECTION = re.compile(r"(<!-- table:(?P<name>[\w.-]+) -->\n)(?P<body>.*?)(<!-- /table -->)", re.DOTALL)
 
 
 def _field(metrics: dict[str, Any], name: str) -> Any:
@@ -61,9 +73,15 @@ def provenance_flags(metrics: dict[str, Any]) -> list[str]:
     return flags
 
 
+def _shown(path: str) -> str:
+    """A run's path as the tables print it: relative to the repository when inside it (same text on every clone)."""
+    resolved = Path(path).resolve()
+    return str(resolved.relative_to(REPO)) if resolved.is_relative_to(REPO) else path
+
+
 def provenance_notes(runs: list[dict[str, Any]]) -> str:
     """A footnote under a table listing every run that does not come from one clean commit."""
-    lines = [f"- {run['_path']}: {'; '.join(flags)}" for run in runs if (flags := provenance_flags(run))]
+    lines = [f"- {_shown(run['_path'])}: {'; '.join(flags)}" for run in runs if (flags := provenance_flags(run))]
     return "\n\n**Provenance: not from one clean commit**\n" + "\n".join(lines) if lines else ""
 
 
@@ -87,18 +105,82 @@ def build(root: Path, out: Path, convention: str | None = None) -> dict[str, str
     return written
 
 
+def scaling_table(paths: tuple[Path, ...] = SCALING_FILES) -> pd.DataFrame:
+    """The scaling benchmark's NCS rows: amortised cost per write and whether that figure was measured.
+
+    The amortised figure adds a PageRank refresh's cost over its interval and a global Leiden re-run's cost over
+    its period; when the timed window holds no refresh or no global re-run, that share is extrapolated from one
+    timing outside the window, and the row says so (issue 40, item 14)."""
+    rows = []
+    for path in paths:
+        if not path.is_file():
+            continue
+        bench = json.loads(path.read_text(encoding="utf-8"))
+        for r in bench.get("ncs", []):
+            missing = [what for what, n in (("PageRank refresh", r.get("refreshes_in_window")),
+                                            ("global Leiden re-run", r.get("leiden_reruns_in_window"))) if not n]
+            rows.append({
+                "nodes": f"{r['n_nodes']:,}",
+                "timed writes": f"{r['writes']:,}",
+                "community policy": r.get("community_policy", "?"),
+                "amortised ms per write": f"{r['amortised_ms_per_update']:.2f}",
+                "amortised figure": ("extrapolated: no " + " or ".join(missing) + " in the timed window") if missing else "measured",
+                "in-window ms per write (measured)": f"{r['in_window_ms_per_update']:.2f}",
+                "refreshes / global re-runs in window": f"{r.get('refreshes_in_window', 0)} / {r.get('leiden_reruns_in_window', 0)}",
+                "source": str(path.relative_to(REPO)) if path.is_relative_to(REPO) else str(path),
+            })  # fmt: skip
+    table = pd.DataFrame(rows)
+    table.attrs["caption"] = (
+        "NCS and community maintenance per write on synthetic graphs (scripts/bench_scaling.py; no LLM). 'Amortised' "
+        "spreads a refresh's and a global Leiden re-run's cost over their intervals; where the timed window held "
+        "neither, that part is extrapolated from one timing outside the window. 'In-window' is the mean wall time of "
+        "the timed writes themselves."
+    )
+    return table
+
+
+def update_readme(readme: Path, tables: Path) -> list[str]:
+    """Replace each ``<!-- table:NAME -->`` section of ``readme`` with ``tables/NAME.md``; return the names.
+    A section naming a table that does not exist stops the command (a README must not quote a missing file)."""
+    text = readme.read_text(encoding="utf-8")
+    names: list[str] = []
+
+    def fill(match: re.Match[str]) -> str:
+        source = tables / f"{match['name']}.md"
+        if not source.is_file():
+            raise SystemExit(f"{readme}: section table:{match['name']} names {source}, which does not exist; run make_tables or fix the marker")
+        names.append(match["name"])
+        return f"{match[1]}{source.read_text(encoding='utf-8').rstrip()}\n{match[4]}"
+
+    updated = README_SECTION.sub(fill, text)
+    if updated != text:
+        readme.write_text(updated, encoding="utf-8")
+    return names
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--root", type=Path, default=REPO / "results" / "runs")
-    parser.add_argument("--out", type=Path, default=REPO / "results" / "tables")
+    parser.add_argument("--root", type=Path, default=PUBLISHED, help="where the metrics.json files are (default: the published runs)")
+    parser.add_argument("--out", type=Path, default=TABLES)
     parser.add_argument("--convention", default=None, help="relabel categories (locomo or mem0); default: the runs' own")
+    parser.add_argument("--readme", default=None,
+                        help="README whose table sections to rewrite (default: README.md when --root and --out are the defaults)")
     args = parser.parse_args(argv)
     tables = build(args.root, args.out, args.convention)
     if not tables:
         print(f"no metrics.json under {args.root}", file=sys.stderr)
         return 1
+    scaling = scaling_table()
+    if not scaling.empty:
+        write_tables(scaling, args.out / "scaling")
+        tables["scaling"] = to_markdown(scaling)
     for benchmark, markdown in tables.items():
         print(f"## {benchmark}  ({args.out / benchmark}.md/.csv/.tex)\n\n{markdown}\n")
+    defaults = args.root.resolve() == PUBLISHED.resolve() and args.out.resolve() == TABLES.resolve()
+    readme = args.readme if args.readme is not None else (REPO / "README.md" if defaults else None)
+    if readme:
+        names = update_readme(Path(readme), args.out)
+        print(f"{readme}: sections rewritten from {args.out}: {', '.join(names) or 'none'}")
     return 0
 
 

@@ -35,7 +35,7 @@ from tqdm import tqdm
 from eval.benchmarks.conflict_suite import CONFLICT_TYPES, Suite, SuiteCase, load_suite
 from eval.context import RunContext
 from eval.metrics import bootstrap, bootstrap_ci, format_ci
-from eval.tables import row_label
+from eval.tables import FAILURES_COLUMN, failures_cell, is_paper_configuration, row_label
 from eval.workers import SystemGuard, run_stage, workers_of
 from mosaic.values import quantities
 from core.api import AddReport, MemorySystem, Seedable, Snapshottable
@@ -213,6 +213,11 @@ class ConflictBenchmark:
         """Table 3: systems x (overall, numeric, semantic, logical, explicit, implicit, false alarms)."""
         return conflict_table(metrics_list)
 
+    @staticmethod
+    def make_extra_tables(metrics_list: list[dict[str, Any]]) -> dict[str, pd.DataFrame]:
+        """``conflict_headline``: the README's few columns of Table 3."""
+        return {"conflict_headline": headline_table(metrics_list)}
+
 
 # ------------------------------------------------------------------------------- scoring
 def score_case(suite: Suite, case: SuiteCase, report: AddReport, radius: list[int] | None = None) -> dict[str, Any]:
@@ -368,15 +373,58 @@ def conflict_table(metrics_list: list[dict[str, Any]]) -> pd.DataFrame:
         row["lenient overall"] = "" if no_signal else format_ci(m.get("lenient", {}).get("detection_rate"))
         row["n (conflict/other)"] = f"{m.get('n_conflicting', 0)}/{m.get('n_non_conflicting', 0)}"
         row["LLM calls/case"] = round((m.get("llm_calls_per_case") or {}).get("mean") or 0.0, 2)
+        row["misses"] = misses_cell(m)
+        row[FAILURES_COLUMN] = failures_cell(m)
         rows.append(row)
     paper = {"system": PAPER_COLUMN, "suite": "hypertension (paper)"}
     paper.update({c: (f"{PAPER_VALUES[c]:.1f}" if c in PAPER_VALUES else "not reported") for c in columns})
-    paper.update({"precision": "not reported", "lenient overall": "", "n (conflict/other)": "50/0", "LLM calls/case": ""})
+    paper.update({"precision": "not reported", "lenient overall": "", "n (conflict/other)": "50/0", "LLM calls/case": "",
+                  "misses": "", FAILURES_COLUMN: ""})
     rows.append(paper)
     table = pd.DataFrame(rows).set_index("system")
     table.attrs["caption"] = (
         "Table 3: injected-conflict detection, % with 95% bootstrap CI (strict: event against a memory from a "
         "conflicts_with turn); false alarms = share of non-conflicting probes that raised any event. "
-        "Append-only systems raise no conflict signal: 0 by construction."
+        "Append-only systems raise no conflict signal: 0 by construction. Misses: conflicting probes not detected "
+        "(strict). Failures: rows / ingested turns (context and probes) the system failed to store; n/a: not recorded."
+    )
+    return table
+
+
+def misses_cell(metrics: dict[str, Any]) -> str:
+    """Conflicting probes not detected (strict), as ``"27 of 50"``, from the run's per-reason miss counts."""
+    misses = metrics.get("misses")
+    if not isinstance(misses, dict) or metrics.get("conflict_signal") is False:
+        return ""
+    count = sum(int(n) for by_reason in misses.values() if isinstance(by_reason, dict) for n in by_reason.values())
+    return f"{count} of {metrics.get('n_conflicting', '?')}"
+
+
+def headline_table(metrics_list: list[dict[str, Any]]) -> pd.DataFrame:
+    """The README's view of Table 3: detection, false alarms, precision, misses and failures per run; the paper's
+    detection only beside MOSAIC run as the paper configured it on the paper's suite."""
+    if not metrics_list:
+        return pd.DataFrame()
+    rows = []
+    for m in sorted(metrics_list, key=lambda run: (_suite_label(run), row_label(run))):
+        signal = m.get("conflict_signal") is not False
+        paper = (str(m.get("metadata", {}).get("system", "")) == "mosaic" and m.get("suite") == "hypertension"
+                 and is_paper_configuration(m))
+        rows.append({
+            "system": row_label(m),
+            "suite": _suite_label(m),
+            "detection": format_ci(m.get("detection_rate")) if signal else "0 by construction",
+            "false alarms": format_ci(m.get("false_alarm_rate")) if signal else "0 by construction",
+            "precision": format_ci(m.get("precision")) if signal else "",
+            "misses": misses_cell(m),
+            FAILURES_COLUMN: failures_cell(m),
+            "LLM calls/case": round((m.get("llm_calls_per_case") or {}).get("mean") or 0.0, 2),
+            "paper (reported) detection": f"{PAPER_VALUES['overall']:.1f}" if paper else "",
+        })  # fmt: skip
+    table = pd.DataFrame(rows).set_index("system")
+    table.attrs["caption"] = (
+        "Injected conflicts (Table 3, headline columns; every column in results/tables/conflict.md). % [95% bootstrap "
+        "CI]; detection is strict; false alarms: share of non-conflicting probes that raised any event. 'paper "
+        "(reported)' is copied from the MOSAIC paper (its own LLM), not measured here."
     )
     return table

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from core.llm import OpenAICompatClient
+from core.llm import LLMOutputError, OpenAICompatClient
 from core.llm.tool_calls import cap_strings
 
 pytestmark = pytest.mark.integration
@@ -24,14 +24,16 @@ def test_json_schema_output_from_local_server(small_llm):
 
 def test_string_cap_is_honoured_by_the_backend(small_llm):
     """The tool-call layer's cap (maxLength) only helps if the server's schema-to-grammar conversion keeps it:
-    asked for a long story, the model must close the string at the cap and finish the JSON."""
-    schema = cap_strings({"type": "object", "properties": {"story": {"type": "string"}}, "required": ["story"],
-                          "additionalProperties": False}, 40)
-    prompt = 'Write a long story (at least 300 words) about a dragon, as JSON {"story": "..."}.'
-    result = small_llm.chat([{"role": "user", "content": prompt}], response_schema=schema, max_tokens=300, purpose="cap")
+    asked for a long story, the model must close the string at the cap and finish the JSON; without the cap
+    the same request runs into max_tokens (so the cap, not the prompt, is what closed it)."""
+    plain = {"type": "object", "properties": {"story": {"type": "string"}}, "required": ["story"], "additionalProperties": False}
+    prompt = [{"role": "user", "content": 'Write a long story (at least 300 words) about a dragon, as JSON {"story": "..."}.'}]
+    result = small_llm.chat(prompt, response_schema=cap_strings(plain, 40), max_tokens=120, purpose="cap")
     story = result.json()["story"]
     assert 0 < len(story) <= 40
     assert result.completion_tokens < 40
+    with pytest.raises(LLMOutputError, match=r"cut off at max_tokens=120 \(finish_reason length\)"):
+        small_llm.chat(prompt, response_schema=plain, max_tokens=120, purpose="uncapped")
 
 
 def test_vllm_path_against_a_separately_started_server(small_llm, tmp_path):

@@ -6,6 +6,7 @@ from __future__ import annotations
 from functools import partial
 
 import numpy as np
+import pytest
 
 from core.api import Turn
 from eval.answerer import Answerer
@@ -66,9 +67,28 @@ def test_ncs_drift_measurements_are_reported(tmp_path):
         _add(mem, "c", f"D1:{i}", text)
     assert mem.metrics()["mechanisms"]["ncs"]["drift_measurements"] == 0
     space = mem._space("c")
-    space.scorer.refresh(space.graph, measure_drift=True)  # what the periodic refresh does every refresh_every writes
+    scorer = space.scorer
+    assert len(scorer.scores()) >= 3
+    scorer.refresh(space.graph)  # the estimate is now exact: a drift measurement must find nothing
+    scorer.refresh(space.graph, measure_drift=True)  # what the periodic refresh does every refresh_every writes
     ncs = mem.metrics()["mechanisms"]["ncs"]
-    assert ncs["drift_measurements"] == 1 and ncs["max_abs_score_drift"] >= 0.0 and 0.0 <= ncs["min_top10_agreement"] <= 1.0
+    assert ncs["drift_measurements"] == 1 and ncs["max_abs_score_drift"] == pytest.approx(0.0, abs=1e-6)
+    assert ncs["min_top10_agreement"] == 1.0
+    # an estimate that has drifted: one node's PageRank ten times too high (as a stale push would leave it)
+    exact = scorer.scores()
+    stale = min(exact, key=exact.get)
+    scorer._pagerank[stale] *= 10.0
+    scorer._pagerank_max = max(scorer._pagerank.values())
+    drifted = scorer.scores()
+    expected = max(abs(drifted[e] - exact[e]) for e in exact)
+    assert expected > 1e-3  # far above the power iteration's tolerance
+    scorer.refresh(space.graph, measure_drift=True)
+    assert scorer.scores() == pytest.approx(exact, abs=1e-6)  # the refresh repaired the estimate
+    ncs = mem.metrics()["mechanisms"]["ncs"]
+    assert ncs["drift_measurements"] == 2
+    assert ncs["max_abs_score_drift"] == pytest.approx(expected, abs=1e-6)  # the drift reported is the drift there was
+    ranked = lambda scores: set(sorted(scores, key=scores.get, reverse=True)[:10])  # noqa: E731
+    assert ncs["min_top10_agreement"] == len(ranked(drifted) & ranked(exact)) / min(10, len(exact))
 
 
 def _provenance_memory(tmp_path, on: bool) -> MosaicMemory:

@@ -7,6 +7,7 @@ from typing import Any, Callable
 import pandas as pd
 
 from eval.metrics import format_ci
+from eval.tables import FAILURES_COLUMN, failures_cell, row_label
 
 # Paper values (labelled column only; never mixed into results). MOSAIC paper, HaluMem-Medium.
 PAPER_VALUES: dict[str, dict[str, float]] = {
@@ -40,12 +41,11 @@ def make_table(metrics: list[dict[str, Any]], convention: str | None = None) -> 
     columns: dict[str, list[str]] = {}
     for run in metrics:
         meta = run.get("metadata", {})
-        label = f"{meta.get('system', run.get('system', '?'))} (HaluMem-{run.get('variant', '?')}, {meta.get('llm_model_id', '?')})"
-        if meta.get("ablation") not in (None, "none"):
-            label += f" [{meta['ablation']}]"
+        label = f"{row_label(run)} (HaluMem-{run.get('variant', '?')}, {meta.get('llm_model_id', '?')})"
         columns[label] = [format_ci(getter(run), digits=2, ci_digits=1, missing="-") for _, getter in row_specs]
+        columns[label].append(failures_cell(run))
     for paper_label, values in PAPER_VALUES.items():
-        columns[paper_label] = [f"{values[name]:.2f}" if name in values else "" for name, _ in row_specs]
-    table = pd.DataFrame(columns, index=[name for name, _ in row_specs])
+        columns[paper_label] = [f"{values[name]:.2f}" if name in values else "" for name, _ in row_specs] + [""]
+    table = pd.DataFrame(columns, index=[name for name, _ in row_specs] + [FAILURES_COLUMN])
     table.index.name = "metric (%)"
     return table
