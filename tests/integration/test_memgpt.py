@@ -4,9 +4,10 @@ The default run (CI) sends one LoCoMo turn to the agent and checks the archival 
 fix repairs; the two-turn slice is opt-in (``-m memgpt`` runs all three tests): alone on this
 2-core machine it took 766 s (6 LLM steps per turn), docs/baselines.md.
 
-The adapter starts the tool-call layer and ``letta server`` (from .venv-letta, built by
-scripts/setup.sh) itself and stops both at the end. When .venv-letta is absent the tests fail (never
-skip: a skip here hid that CI never ran them, issue 40 item 15), naming the command that builds it.
+The adapter starts the tool-call layer and ``letta server`` (from .venv-letta) itself and stops both at
+the end. When .venv-letta is absent the fixture builds it, as `system=memgpt` does on first use
+(baselines.memgpt.ensure_letta); a failed build fails the tests (never a skip: a skip here hid that CI
+never ran them, issue 40 item 15).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from baselines.memgpt import ensure_letta
 from tests.integration.baseline_probes import locomo_slice
 
 pytestmark = [pytest.mark.integration, pytest.mark.baselines_live, pytest.mark.memgpt]
@@ -24,15 +26,9 @@ LETTA = REPO / ".venv-letta/bin/letta"
 N_TURNS = 2
 
 
-def require_letta(letta: Path = LETTA) -> None:
-    """Fail, never skip, when the Letta server's venv is missing: the MemGPT tests are part of the suite."""
-    if not letta.exists():
-        pytest.fail(f"{letta} is missing: run `bash scripts/setup_letta.sh` (scripts/setup.sh runs it)", pytrace=False)
-
-
 @pytest.fixture(scope="module")
 def memgpt_system(default_llm, embedder, tmp_path_factory):
-    require_letta()
+    ensure_letta(str(LETTA))  # built on first use, as system=memgpt does; a failed build raises (no skip)
     from hydra.utils import instantiate
     from omegaconf import OmegaConf
 
