@@ -17,10 +17,11 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
 from omegaconf import DictConfig
 
 from core.api import HarnessError
-from eval.runner import run
+from eval.runner import FAILURES_EXIT, failure_line, run
 
 
 def harness_error(err: BaseException | None) -> HarnessError | None:
@@ -44,6 +45,11 @@ def main(cfg: DictConfig) -> float | None:
             raise
         print(f"error ({type(known).__name__}): {' '.join(str(known).split())}", file=sys.stderr)
         raise SystemExit(2) from None
+    failed = failure_line(metrics)
+    if failed:  # a run with failed rows is not a clean result: say so, and in the exit status (not in a sweep)
+        print(failed, file=sys.stderr)
+        if HydraConfig.get().mode != RunMode.MULTIRUN:
+            raise SystemExit(FAILURES_EXIT)
     main_metric = metrics.get("main_metric")
     return float(main_metric) if isinstance(main_metric, int | float) else None
 

@@ -24,13 +24,13 @@ from typing import Any
 import numpy as np
 
 from eval.metrics import bootstrap, resampled_mean, token_f1
-from eval.rows import read_rows
+from eval.rows import SCORED_ROW_FIELD, read_rows, scores
 
 
-def _jsonl(path: Path) -> list[dict[str, Any]]:
+def _jsonl(path: Path, key_field: str = "key") -> list[dict[str, Any]]:
     if not path.exists():
         raise FileNotFoundError(f"{path} is missing: is {path.parent} a finished run folder (run.py writes it)?")
-    return read_rows(path)
+    return read_rows(path, key_field)
 
 
 def run_kind(run_dir: Path) -> str:
@@ -46,8 +46,8 @@ def locomo_outcomes(run_dir: Path) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for row in _jsonl(run_dir / "predictions.jsonl"):
         verdict = judged.get(row["key"])
-        if verdict is None or verdict.get("correct") is None:
-            continue  # unjudged (a judge failure): not comparable
+        if verdict is None or verdict.get("correct") is None or (SCORED_ROW_FIELD in verdict and not scores(verdict, row)):
+            continue  # unjudged (a judge failure) or judged another answer than this one: not comparable
         out[row["key"]] = {"correct": float(bool(verdict["correct"])), "f1": token_f1(row.get("prediction"), row.get("gold")),
                            "category": row.get("category")}
     return out
@@ -56,7 +56,7 @@ def locomo_outcomes(run_dir: Path) -> dict[str, dict[str, Any]]:
 def conflict_outcomes(run_dir: Path) -> dict[str, dict[str, Any]]:
     """case id -> {detected (conflicting probes, strict) or false_alarm (the others, lenient), type}."""
     out: dict[str, dict[str, Any]] = {}
-    for row in _jsonl(Path(run_dir) / "cases.jsonl"):
+    for row in _jsonl(Path(run_dir) / "cases.jsonl", "id"):
         if row.get("conflict"):
             out[row["id"]] = {"detected": float(bool(row["detected_strict"])), "type": row.get("type")}
         else:
@@ -112,7 +112,7 @@ def write_cost(run_dir: Path) -> dict[str, Any]:
     metrics = json.loads((run_dir / "metrics.json").read_text())
     sha = metrics.get("metadata", {}).get("git_sha")
     if not (run_dir / "ingest.jsonl").exists():
-        cases = _jsonl(run_dir / "cases.jsonl")
+        cases = _jsonl(run_dir / "cases.jsonl", "id")
         n = max(len(cases), 1)
         purposes: dict[str, float] = {}
         for case in cases:

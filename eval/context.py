@@ -15,6 +15,7 @@ from typing import Any, Callable, Protocol, runtime_checkable
 from core.embed import Embedder
 from core.llm import LLMClient
 from core.api import MemorySystem
+from eval.provenance import check_parsed, read_hashed
 from eval.rows import JsonlRows
 
 __all__ = ["Benchmark", "JsonlRows", "RunContext"]
@@ -33,6 +34,19 @@ class RunContext:
     # told (stage, items done, items in the stage) as work finishes: W&B progress (eval.loggers)
     progress: Callable[[str, int, int], None] | None = None
     input_hash: str | None = None  # hash of the run's input files; stamped on (and checked against) every row
+    # resolved path -> sha256 of every input file the run folder is named for (eval.provenance.expected_inputs);
+    # None: nothing to check against (unit tests, ad-hoc use)
+    inputs: dict[str, str] | None = None
+
+    def read_input(self, path: str | Path) -> bytes:
+        """An input file's bytes, read once and checked against the run's identity before anything parses them."""
+        data, sha256 = read_hashed(path)
+        self.check_input(path, sha256)
+        return data
+
+    def check_input(self, path: str | Path, parsed_sha256: str) -> None:
+        """Fail (InputChangedError) unless the bytes parsed from ``path`` are those the run folder is named for."""
+        check_parsed(path, parsed_sha256, self.inputs, self.run_dir)
 
     def rows(self, name: str, key_field: str = "key") -> JsonlRows:
         """The resumable row file ``<run_dir>/<name>.jsonl``."""

@@ -18,8 +18,9 @@ from sklearn.metrics import cohen_kappa_score
 from tqdm import tqdm
 
 from core.atomic import write_json_atomic
-from eval.benchmarks.locomo import gold_slices, table_audited_keys
+from eval.benchmarks.locomo import gold_slices, paired_judgements, table_audited_keys
 from eval.context import JsonlRows
+from eval.rows import SCORED_ROW_FIELD, read_rows, row_sha256, scores
 from eval.judge import LLMJudge
 from eval.judge_calibration import calibration_key
 
@@ -44,22 +45,21 @@ def judge_agreement(first: Sequence[str | None], second: Sequence[str | None]) -
     }
 
 
-def _rows(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-
-
 def rejudge(run_dir: Path, judge: LLMJudge, judge_model_id: str, n_samples: int = 1000, seed: int = 0) -> dict[str, Any]:
     """Judge the run's predictions with ``judge``, write the rows, add ``judge2`` to metrics.json; return it."""
     metrics_path = run_dir / "metrics.json"
     if not metrics_path.is_file() or not (run_dir / "predictions.jsonl").is_file():
         raise FileNotFoundError(f"{run_dir}: needs metrics.json and predictions.jsonl of a finished LoCoMo run")
     metrics = json.loads(metrics_path.read_text(encoding="utf-8"))
-    predictions = _rows(run_dir / "predictions.jsonl")
-    first = {j["key"]: j for j in _rows(run_dir / "judgements.jsonl")}
+    # the one tolerant reader: a damaged line (the runner recovered from it) is skipped with file and line named
+    predictions = read_rows(run_dir / "predictions.jsonl")
+    first = paired_judgements(predictions, read_rows(run_dir / "judgements.jsonl"), legacy=True)
     stem = calibration_key(judge_model_id, judge.prompt.name)
     second_rows = JsonlRows(run_dir / f"judgements2__{stem}.jsonl")
-    for p in tqdm([p for p in predictions if p["key"] not in second_rows], desc=f"judge2 ({judge.prompt.name})", unit="q"):
-        second_rows.append({"key": p["key"], **judge.judge(p["question"], p["gold"], p["prediction"])})
+    # unjudged, failed (no label: retried), or judged another answer than the one now held
+    stale = [p for p in predictions if not (scores(j := second_rows.get(p["key"]), p) and j and j.get("label") is not None)]
+    for p in tqdm(stale, desc=f"judge2 ({judge.prompt.name})", unit="q"):
+        second_rows.replace({"key": p["key"], SCORED_ROW_FIELD: row_sha256(p), **judge.judge(p["question"], p["gold"], p["prediction"])})
     second = {p["key"]: second_rows.get(p["key"]) or {} for p in predictions}
     slices = gold_slices(predictions, second, table_audited_keys(predictions), metrics.get("convention", "locomo"), n_samples, seed)
     section = {

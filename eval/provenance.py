@@ -4,10 +4,18 @@ Identity (the run folder) = config hash taken over the semantic config *and* the
 input file the benchmark and system blocks name (dataset, suite, fixture). Editing a data file
 therefore lands the same command in a new folder: old results are never returned for new inputs.
 
+The benchmark checks that the bytes it parses are the bytes the folder is named for
+(``check_parsed``): a file edited between the start of a run and the moment it is read fails the run
+with one line, before any row is written, instead of filling the old content's folder with results
+of the new content.
+
 The code version is deliberately *not* part of the folder name: a harmless commit (a README edit)
 would otherwise orphan every run. Instead it is recorded when a run starts (provenance.json) and
 when it ends (metrics.json), and resuming a half-finished run under other code is refused unless
-``resume.allow_code_change=true`` (which the metrics then record). scripts/make_tables.py marks
+``resume.allow_code_change=true`` (which the metrics then record). "Code" is what can change a
+result: the tracked files ``CODE_PATHSPECS`` names (Python, conf/, the package and server pins),
+hashed as they are in the working tree (``code_sha256``); docs, README, tests and results are not
+code, so editing or committing them never stops a run from resuming. scripts/make_tables.py marks
 runs that came from a dirty tree or whose start and end code differ.
 """
 
@@ -31,6 +39,10 @@ INPUT_BLOCKS = ("benchmark", "system")
 
 class CodeChangedError(HarnessError):
     """A half-finished run would resume under other code than it started with."""
+
+
+class InputChangedError(HarnessError):
+    """An input file's content, as the benchmark read it, is not the content the run folder is named for."""
 
 
 def _strings(node: Any, prefix: str) -> list[tuple[str, str]]:
@@ -65,6 +77,33 @@ def input_hashes(cfg: DictConfig) -> dict[str, str]:
     return {key: sha256_of(path) for key, path in sorted(input_files(cfg).items())}
 
 
+def expected_inputs(cfg: DictConfig, hashes: dict[str, str]) -> dict[str, str]:
+    """Resolved file path -> the sha256 the run's identity holds for it (what ``check_parsed`` compares)."""
+    return {str(path.resolve()): hashes[key] for key, path in input_files(cfg).items() if key in hashes}
+
+
+def read_hashed(path: str | Path) -> tuple[bytes, str]:
+    """A file's bytes and their sha256, from one read: a benchmark parses exactly the bytes it hashed."""
+    data = Path(path).read_bytes()
+    return data, hashlib.sha256(data).hexdigest()
+
+
+def check_parsed(path: str | Path, parsed_sha256: str, expected: dict[str, str] | None, run_dir: Path | str = "") -> None:
+    """Fail (one line, naming the file and the fix) unless the bytes a benchmark parsed from ``path`` are the
+    ones the run folder is named for. ``expected`` None: no run identity to check against (ad-hoc use)."""
+    if expected is None:
+        return
+    wanted = expected.get(str(Path(path).resolve()))
+    if wanted == parsed_sha256:
+        return
+    held = "was not an input file when the run started" if wanted is None else f"had sha256 {wanted[:12]} when the run started"
+    raise InputChangedError(
+        f"{path} changed while the run was starting: it {held} (the run folder {run_dir} is named for that content) "
+        f"and read {parsed_sha256[:12]} when the benchmark parsed it; nothing was computed from it. Leave the file "
+        "alone while a run starts and rerun the same command: the run folder of its current content is used"
+    )
+
+
 def combined_input_hash(hashes: dict[str, str]) -> str:
     """One short hash over all input files: stamped on every row (eval.rows)."""
     return hashlib.sha256(json.dumps(hashes, sort_keys=True).encode()).hexdigest()[:16]
@@ -78,17 +117,40 @@ def _git(*args: str) -> str:
 # row scripts write them while rows run (conversation_rows exports its cache archive after every row), so a
 # change there must not make the next row's code "dirty" and unpublishable.
 OUTPUT_PATHS = ("results",)
+# What can change a result (git pathspecs, tracked files): every Python module (prompts live in Python or in
+# conf/), every config and prompt file under conf/, the package pins and the scripts that start servers.
+# Not code: *.md and docs/ (words), tests/ (never imported by a run), OUTPUT_PATHS; data files are inputs,
+# hashed into the run folder's name (input_hashes).
+CODE_PATHSPECS = ("*.py", "conf/", "pyproject.toml", "*.lock", "scripts/*.sh", "scripts/*.txt")
+NOT_CODE = ("tests/", *OUTPUT_PATHS)
+
+
+def _code_pathspecs() -> list[str]:
+    return ["--", *CODE_PATHSPECS, *(f":(exclude){path}" for path in NOT_CODE)]
+
+
+def code_sha256() -> str:
+    """sha256 over the path and working-tree content of every tracked code file (``CODE_PATHSPECS``): equal
+    for two checkouts whose code, config and prompts are equal, whatever commit or docs edit lies between."""
+    digest = hashlib.sha256()
+    for name in sorted(filter(None, _git("ls-files", "-z", *_code_pathspecs()).split("\0"))):
+        file = REPO / name
+        digest.update(name.encode() + b"\0")
+        digest.update(hashlib.sha256(file.read_bytes()).digest() if file.is_file() else b"(deleted)")
+    return digest.hexdigest()[:16]
 
 
 def code_version() -> dict[str, Any]:
-    """git sha, dirty flag and a hash of the uncommitted diff of tracked files outside OUTPUT_PATHS (so two
-    dirty states differ)."""
+    """git sha, the code hash (``code_sha256``), and the dirty flag and a hash of the uncommitted diff of the
+    code files (so two dirty states differ; an uncommitted docs edit is not dirty)."""
     try:
         sha = _git("rev-parse", "HEAD").strip()
-        diff = _git("diff", "HEAD", "--no-ext-diff", "--binary", "--", ".", *(f":(exclude){path}" for path in OUTPUT_PATHS))
+        diff = _git("diff", "HEAD", "--no-ext-diff", "--binary", *_code_pathspecs())
+        code = code_sha256()
     except (OSError, subprocess.CalledProcessError):
-        return {"git_sha": "unknown", "dirty": None, "diff_sha256": None}
-    return {"git_sha": sha, "dirty": bool(diff.strip()), "diff_sha256": hashlib.sha256(diff.encode()).hexdigest()[:16] if diff.strip() else None}
+        return {"git_sha": "unknown", "dirty": None, "diff_sha256": None, "code_sha256": None}
+    return {"git_sha": sha, "dirty": bool(diff.strip()), "diff_sha256": hashlib.sha256(diff.encode()).hexdigest()[:16] if diff.strip() else None,
+            "code_sha256": code}  # fmt: skip
 
 
 def code_label(version: dict[str, Any]) -> str:
@@ -97,6 +159,9 @@ def code_label(version: dict[str, Any]) -> str:
 
 
 def same_code(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """Same code, config and prompts (``code_sha256``); records from before it existed compare commit and diff."""
+    if a.get("code_sha256") and b.get("code_sha256"):
+        return a["code_sha256"] == b["code_sha256"]
     return (a.get("git_sha"), a.get("diff_sha256")) == (b.get("git_sha"), b.get("diff_sha256"))
 
 

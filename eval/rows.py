@@ -7,22 +7,57 @@ file does is decided here, once:
   every other good row is kept (a bad line in the middle never costs the rows after it);
 * a torn last line (no newline: a killed write) is cut off, so the next append starts cleanly;
 * each row is stamped with the hash of the input files it was computed from (``input_hash``); a row
-  stamped with another hash is skipped and reported, so rows from two versions of a dataset never mix.
+  stamped with another hash is skipped and reported, so rows from two versions of a dataset never mix;
+* a row redone on resume (a failed LLM call retried, a judgement of a since-redone prediction) is
+  ``replace``d: appended again under its key, and the last line of a key is the one that counts, for
+  the runner and for every read-only reader (``read_rows``) alike;
+* a row derived from another (a judgement of a prediction) carries ``scored_row_sha256``, the
+  ``row_sha256`` of the row it scored, so a redone prediction is never paired with the old verdict.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
 import threading
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 log = logging.getLogger(__name__)
 
 # The field every row carries: the run's input-file hash (eval.provenance.input_hashes).
 INPUT_HASH_FIELD = "input_hash"
+# The field a derived row (a judgement) carries: ``row_sha256`` of the row it scored (a prediction).
+SCORED_ROW_FIELD = "scored_row_sha256"
+
+
+def row_sha256(row: dict[str, Any]) -> str:
+    """sha256 of a row's canonical JSON (sorted keys, as written and read back): what a derived row is tied to."""
+    canonical = json.dumps(row, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def scores(derived: dict[str, Any] | None, source: dict[str, Any]) -> bool:
+    """Whether ``derived`` (a judgement) was computed from exactly ``source`` (the prediction row as it is now)."""
+    return derived is not None and derived.get(SCORED_ROW_FIELD) == row_sha256(source)
+
+
+def parse_line(raw: bytes, key_field: str | None) -> tuple[dict[str, Any] | None, str | None]:
+    """One line of a row file: (the row, None), or (None, why it is not a row)."""
+    if not raw.strip():
+        return None, "empty line"
+    try:
+        row = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        return None, f"not valid JSON ({err})"
+    if not isinstance(row, dict):
+        return None, f"not a JSON object ({type(row).__name__})"
+    if key_field is not None and key_field not in row:
+        return None, f"no `{key_field}` field"
+    return row, None
 
 
 class JsonlRows:
@@ -58,18 +93,13 @@ class JsonlRows:
                 handle.truncate(size - len(torn))
 
     def _take(self, raw: bytes) -> str | None:
-        """Load one line; return why it was skipped, or None."""
-        if not raw.strip():
-            return "empty line"
-        try:
-            row = json.loads(raw)
-        except (json.JSONDecodeError, UnicodeDecodeError) as err:
-            return f"not valid JSON ({err})"
-        if not isinstance(row, dict) or self.key_field not in row:
-            return f"no `{self.key_field}` field"
+        """Load one line (a later line of a key replaces an earlier one); return why it was skipped, or None."""
+        row, why = parse_line(raw, self.key_field)
+        if row is None:
+            return why
         if self.input_hash is not None and row.get(INPUT_HASH_FIELD) != self.input_hash:
             return f"computed from other input files ({INPUT_HASH_FIELD} {row.get(INPUT_HASH_FIELD)!r}, this run {self.input_hash!r})"
-        self._rows.setdefault(str(row[self.key_field]), row)
+        self._rows[str(row[self.key_field])] = row
         return None
 
     def __contains__(self, key: object) -> bool:
@@ -82,17 +112,28 @@ class JsonlRows:
         return self._rows.get(str(key))
 
     def append(self, row: dict[str, Any]) -> None:
+        """Write ``row`` unless its key is already held (the first result of a unit of work is kept)."""
+        self._write(row, replace=False)
+
+    def replace(self, row: dict[str, Any]) -> None:
+        """Write ``row`` even if its key is held: a redone unit of work (a retried failure, a re-judgement)."""
+        self._write(row, replace=True)
+
+    def _write(self, row: dict[str, Any], replace: bool) -> None:
         key = str(row[self.key_field])
         if self.input_hash is not None:
             row = {**row, INPUT_HASH_FIELD: self.input_hash}
+        line = json.dumps(row, ensure_ascii=False, default=str)
         with self._lock:
-            if key in self._rows:
+            if key in self._rows and not replace:
                 return
             with self.path.open("a", encoding="utf-8") as handle:
-                handle.write(json.dumps(row, ensure_ascii=False, default=str) + "\n")
+                handle.write(line + "\n")
                 handle.flush()
                 os.fsync(handle.fileno())
-            self._rows[key] = row
+            # held as a reload would read it (tuples as lists, objects as strings), so row_sha256 of a row is
+            # the same in the process that wrote it and in the one that resumes
+            self._rows[key] = json.loads(line)
 
     def rows(self) -> list[dict[str, Any]]:
         with self._lock:  # run.workers > 1: a reader never sees the dict mid-append
@@ -102,16 +143,25 @@ class JsonlRows:
         return iter(self.rows())
 
 
-def read_rows(path: Path) -> list[dict[str, Any]]:
+def read_rows(path: str | Path, key_field: str | None = "key") -> list[dict[str, Any]]:
     """Every row of a JSONL file written by a run, read only (the file is never touched, so a published or
-    still-running run can be read): a line that is not JSON, such as the torn last line of a killed write,
-    is skipped and logged with its number. For the read-only reports (compare, ingest cost, tool calls)."""
-    rows = []
-    for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
+    still-running run can be read). The one reader for every report and script: a damaged line (not JSON,
+    not UTF-8, not an object, such as the torn last line of a killed write) is skipped and logged with the
+    file and its line number. With ``key_field`` (row files), one row per key: the last written (a redone
+    row replaces its first try), in the order keys first appeared; ``None`` for logs without keys."""
+    path = Path(path)
+    by_key: dict[str, dict[str, Any]] = {}
+    rows: list[dict[str, Any]] = []
+    for number, raw in enumerate(path.read_bytes().split(b"\n"), start=1):
+        if not raw.strip():
             continue
-        try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError:
-            log.warning("%s line %d: not JSON (a torn last line of a killed run?); skipped", path, number)
-    return rows
+        row, why = parse_line(raw, None)
+        if row is None:
+            log.warning("%s line %d: %s (a torn last line of a killed run?); skipped", path, number, why)
+        elif key_field is not None and key_field in row:
+            if str(row[key_field]) not in by_key:
+                rows.append(row)
+            by_key[str(row[key_field])] = row
+        else:
+            rows.append(row)
+    return [by_key.get(str(row.get(key_field)), row) if key_field is not None and key_field in row else row for row in rows]

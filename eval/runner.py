@@ -3,6 +3,11 @@
 The run folder is ``results/runs/<benchmark>/<system>/<ablation>/<config-hash>/``; the same
 command reuses it, so a killed run resumes (benchmarks append rows as they go). metrics.json
 is written atomically at the end with the metadata every table needs.
+
+A run is finished when metrics.json exists *and* no row failed: benchmarks report
+``failures: {rows, ingest_turns}``, a rerun of the same command redoes only the failed rows (a short
+server outage never becomes a permanent result), and run.py exits ``FAILURES_EXIT`` while any remain.
+SIGTERM unwinds like Ctrl-C, so the invocation's LLM usage is recorded in provenance.json.
 """
 
 from __future__ import annotations
@@ -11,7 +16,11 @@ import hashlib
 import json
 import logging
 import shutil
+import signal
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -26,7 +35,7 @@ from core.config_check import check_config
 from eval import config_checks
 from eval.context import RunContext
 from eval.loggers import client_usage, progress_hook
-from eval.provenance import Provenance, code_label, code_version, combined_input_hash, input_hashes, same_code
+from eval.provenance import Provenance, code_label, code_version, combined_input_hash, expected_inputs, input_hashes, same_code
 from eval.run_lock import LOCK_NAME, SIDECAR_NAME, RunLock
 from eval.tables import to_markdown
 
@@ -41,8 +50,54 @@ TRANSPORT_KEYS = ("cache_path", "verbosity", "flash_attn", "base_url", "api_key_
                   "max_retries", "retry_wait_s", "health_timeout_s", "remember_output_faults")  # fmt: skip
 
 
+# run.py's exit status when a run ended with failed rows or failed ingest (documented in the README); not 2
+# (a user's error, before any run folder) and not 1 (a crash)
+FAILURES_EXIT = 3
+
+
 class ConfigError(HarnessError, ValueError):
     """A configuration that cannot run; the message says what to fix."""
+
+
+class Terminated(SystemExit):
+    """SIGTERM, raised in the main thread like Ctrl-C, so every ``finally`` runs (usage recorded, lock freed)."""
+
+
+@contextmanager
+def sigterm_unwinds() -> Iterator[None]:
+    """Turn the first SIGTERM into ``Terminated`` (exit status 143) while the block runs; a second one kills
+    at once (the default is back in place as soon as the first arrives)."""
+    if threading.current_thread() is not threading.main_thread():  # signals reach the main thread only
+        yield
+        return
+
+    def unwind(signum: int, _frame: Any) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        log.warning("SIGTERM: stopping; this invocation's LLM usage is recorded in provenance.json, rerun to resume")
+        raise Terminated(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, unwind)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def failed_rows(metrics: dict[str, Any]) -> int:
+    """Rows whose LLM call failed, as the benchmark counted them (0 for runs from before the count existed)."""
+    return int((metrics.get("failures") or {}).get("rows") or 0)
+
+
+def failure_line(metrics: dict[str, Any]) -> str | None:
+    """One line saying what failed and what a rerun does, or None for a run without failures."""
+    failures = metrics.get("failures") or {}
+    rows, turns = failed_rows(metrics), int(failures.get("ingest_turns") or 0)
+    if not rows and not turns:
+        return None
+    parts = [f"{rows} rows failed (an LLM call gave no usable output): rerunning the same command retries only those"] if rows else []
+    if turns:
+        parts.append(f"the system reported {turns} failed ingest writes (kept: every row was computed on that memory; overwrite=true redoes the run)")
+    return f"run finished with failures: {'; '.join(parts)} (metrics.json `failures`)"
 
 
 def semantic_config(cfg: DictConfig) -> dict[str, Any]:
@@ -170,7 +225,7 @@ def run(cfg: DictConfig, overrides: list[str] | None = None) -> dict[str, Any]:
     validate(cfg)
     inputs = input_hashes(cfg)
     run_dir = run_dir_for(cfg, inputs)
-    with RunLock(run_dir):
+    with sigterm_unwinds(), RunLock(run_dir):
         metrics = _run_locked(cfg, overrides, run_dir, inputs)
     return metrics
 
@@ -178,15 +233,17 @@ def run(cfg: DictConfig, overrides: list[str] | None = None) -> dict[str, Any]:
 def _run_locked(cfg: DictConfig, overrides: list[str] | None, run_dir: Path, inputs: dict[str, str]) -> dict[str, Any]:
     metrics_path = run_dir / "metrics.json"
     code = code_version()
-    if metrics_path.exists() and not cfg.overwrite:
+    finished = read_metrics(metrics_path) if metrics_path.exists() and not cfg.overwrite else None
+    if finished is not None and failed_rows(finished):
+        log.info("%s has %d failed rows: resuming to retry them (the other rows are kept)", metrics_path, failed_rows(finished))
+    elif finished is not None:
         log.info("this configuration already finished; reading %s (overwrite=true to redo)", metrics_path)
-        metrics = read_metrics(metrics_path)
-        finished_code = metrics.get("metadata", {}).get("code_at_end")
+        finished_code = finished.get("metadata", {}).get("code_at_end")
         if finished_code and not same_code(finished_code, code):
             log.warning("%s was computed under code %s; the code is now %s (overwrite=true recomputes it)",
                         metrics_path, code_label(finished_code), code_label(code))  # fmt: skip
-        _finish(cfg, run_dir, metrics, log_external=False)
-        return metrics
+        _finish(cfg, run_dir, finished, log_external=False)
+        return finished
     if cfg.overwrite and any(p.name not in (LOCK_NAME, SIDECAR_NAME) for p in run_dir.iterdir()):
         log.info("overwrite=true: clearing %s (the LLM cache still makes the redo cheap)", run_dir)
         clear_run_dir(run_dir)
@@ -207,7 +264,7 @@ def _run_locked(cfg: DictConfig, overrides: list[str] | None, run_dir: Path, inp
         system = build_system(cfg, llm, embedder, run_dir)
         benchmark = instantiate(cfg.benchmark, _convert_="all")
         ctx = RunContext(run_dir=run_dir, cfg=cfg, llm=llm, judge_llm=judge_llm, embedder=embedder, answerer=answerer,
-                         log=log, input_hash=combined_input_hash(inputs))  # fmt: skip
+                         log=log, input_hash=combined_input_hash(inputs), inputs=expected_inputs(cfg, inputs))  # fmt: skip
         ctx.progress = progress_hook(instantiate(cfg.logger), run_dir, semantic_config(cfg), client_usage(llm, judge_llm))  # W&B while it runs
         if hasattr(system, "run_metadata"):  # e.g. Mem0's "semantic search only (no spaCy model)"
             ctx.extra_metadata["system_metadata"] = system.run_metadata()
@@ -243,6 +300,9 @@ def _run_locked(cfg: DictConfig, overrides: list[str] | None, run_dir: Path, inp
             "llm_usage": _summed(earlier, "llm_usage", llm_usage_now),
             "llm_usage_this_invocation": llm_usage_now,
             "invocations": len(record["invocations"]),
+            # earlier invocations that ended without recording their usage (kill -9, power loss): llm_usage
+            # undercounts by their calls
+            "invocations_without_usage": sum("llm_usage" not in entry for entry in earlier),
             "llm_call_latency": latency_summary(getattr(getattr(llm, "meter", None), "latencies_s", [])),
             "judge_usage": _summed(earlier, "judge_usage", judge_usage_now) if judge_usage_now else "same client as llm",
             "overrides": overrides or [],
@@ -251,8 +311,12 @@ def _run_locked(cfg: DictConfig, overrides: list[str] | None, run_dir: Path, inp
             **ctx.extra_metadata,
         }
         atomic_write_json(metrics_path, metrics)
+        ended_by = "finished"
+    except BaseException as err:  # recorded, then raised as it was
+        ended_by = type(err).__name__
+        raise
     finally:
-        _record_invocation(provenance, llm, judge_llm, started)
+        _record_invocation(provenance, llm, judge_llm, started, ended_by)
         for client in {id(llm): llm, id(judge_llm): judge_llm}.values():
             close = getattr(client, "close", None)
             if close:
@@ -268,14 +332,15 @@ def _summed(invocations: list[dict[str, Any]], field: str, now: dict[str, Any]) 
     return add_usage(total, now)
 
 
-def _record_invocation(provenance: Provenance, llm: Any, judge_llm: Any, started: float) -> None:
-    """Write this invocation's usage into provenance.json, so a resumed run's totals include it."""
+def _record_invocation(provenance: Provenance, llm: Any, judge_llm: Any, started: float, ended_by: str) -> None:
+    """Write this invocation's usage into provenance.json, so a resumed run's totals include it; ``ended_by``:
+    "finished", or the exception that ended it (``Terminated`` for SIGTERM, ``KeyboardInterrupt``, ...)."""
     record = provenance.load()
     if record is None or not record.get("invocations"):
         return
     record["invocations"][-1].update(
         llm_usage=llm.usage.__dict__, judge_usage=judge_llm.usage.__dict__ if judge_llm is not llm else None,
-        wall_s=round(time.time() - started, 2), ended_at=datetime.now(timezone.utc).isoformat(),
+        wall_s=round(time.time() - started, 2), ended_at=datetime.now(timezone.utc).isoformat(), ended_by=ended_by,
     )  # fmt: skip
     atomic_write_json(provenance.path, record)
 

@@ -32,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from core.llm import LocalLLM, OpenAICompatClient  # noqa: E402
 from eval.judge import LLMJudge  # noqa: E402
+from eval.rows import read_rows  # noqa: E402
 from eval.workers import Stage  # noqa: E402
 from scripts.latency_server import LatencyModel, LatencyServer  # noqa: E402
 
@@ -40,7 +41,7 @@ DEFAULT_PREDICTIONS = "results/published/runs/locomo/rag/none/26cb1a02f252/predi
 
 def load_items(path: str | Path) -> list[dict[str, Any]]:
     """(question, gold, prediction) rows of a LoCoMo run's predictions.jsonl."""
-    rows = [json.loads(line) for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip()]
+    rows = read_rows(path)  # a damaged line is skipped and named (file, line), as every row reader does
     if not rows:
         raise ValueError(f"{path}: no predictions (pass --predictions <run folder>/predictions.jsonl)")
     return [{"question": r["question"], "gold": r["gold"], "prediction": r["prediction"]} for r in rows]

@@ -43,7 +43,7 @@ from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
 from core.paths import file_safe_name
-from eval.context import JsonlRows
+from eval.rows import read_rows
 from eval.metrics import evidence_recall
 from mosaic.store import MemoryStore, MemoryStoreError
 
@@ -60,7 +60,7 @@ def rows_by_key(run: Path, name: str) -> dict[str, dict[str, Any]]:
     path = run / f"{name}.jsonl"
     if not path.exists():
         raise SystemExit(f"{path} does not exist: pass a finished LoCoMo run folder (results/runs/locomo/<system>/<ablation>/<hash>/)")
-    return {row["key"]: row for row in JsonlRows(path).rows()}
+    return {row["key"]: row for row in read_rows(path)}  # read only: a damaged line is skipped and named
 
 
 def load_memory(path: Path) -> dict[str, Any]:

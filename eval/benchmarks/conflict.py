@@ -78,16 +78,17 @@ class ConflictBenchmark:
 
     # -- running ---------------------------------------------------------------------
     def run(self, system: MemorySystem, ctx: RunContext) -> dict[str, Any]:
-        suite = self.suite
+        # the suite as the run reads it now, checked against the content the run folder is named for
+        self.suite = suite = load_suite(self.suite_path, ctx.read_input(self.suite_path))
         cases = self.selected_cases()
         rows = ctx.rows("cases", key_field="id")
         ingests = ctx.rows("ingests", key_field="context")
         snapshottable = isinstance(system, Snapshottable)
         radius = self._radius_sets(ctx, cases)
-        bar = tqdm(total=len(cases), initial=sum(c.id in rows for c in cases), desc="conflict cases", unit="case")
+        bar = tqdm(total=len(cases), initial=sum(probed(rows, c) for c in cases), desc="conflict cases", unit="case")
         workers, guard = workers_of(ctx.cfg), SystemGuard(system)
         for context_id in dict.fromkeys(c.context for c in cases):
-            pending = [c for c in cases if c.context == context_id and c.id not in rows]
+            pending = [c for c in cases if c.context == context_id and not probed(rows, c)]
             if not pending:
                 continue
             namespace = f"conflict-{suite.name}-{context_id}"
@@ -106,7 +107,7 @@ class ConflictBenchmark:
                         state = system.snapshot(namespace)
                 fresh = False
                 row = self._probe(system, namespace, case, radius)
-                rows.append(row)
+                rows.replace(row)  # replaces a failed try
                 bar.update(1)
                 bar.set_postfix(detected=sum(bool(r["detected_strict"]) for r in rows.rows() if r.get("conflict")),
                                 false_alarms=sum(bool(r["detected_lenient"]) for r in rows.rows() if not r.get("conflict")))
@@ -124,6 +125,10 @@ class ConflictBenchmark:
             "context_written_with": "seed (no save-time checks)" if self._seeds(system) else "add",
             "conflict_signal": getattr(system, "conflict_signal", None),
             "ingest": {r["context"]: r for r in ingests.rows()},
+            # failed LLM work: probes whose write reported failures (retried by the next run of the same command),
+            # and the failures the context writes reported
+            "failures": {"rows": sum(r["failures"] > 0 for r in done if r is not None),
+                         "ingest_turns": sum(int(r.get("failures") or 0) for r in ingests.rows())},
         })  # fmt: skip
         return metrics  # eval.runner adds the system's own metrics()
 
@@ -152,7 +157,7 @@ class ConflictBenchmark:
                 slot.namespace = f"{namespace}~worker{next(numbers)}"
                 used.append(slot.namespace)
             system.restore(slot.namespace, state)
-            rows.append(self._probe(system, slot.namespace, case, radius))
+            rows.replace(self._probe(system, slot.namespace, case, radius))  # replaces a failed try
             log.info("%s: conflict=%s", case.id, case.conflict)
             bar.update(1)
 
@@ -189,7 +194,7 @@ class ConflictBenchmark:
         if context_id not in ingests:
             ingests.append({
                 "context": context_id, "seeded": seeded, "turns": report.n_turns, "stored": len(report.stored),
-                "queued": len(report.queued), "conflict_events": len(report.conflict_events),
+                "queued": len(report.queued), "conflict_events": len(report.conflict_events), "failures": report.failures,
                 "llm_calls": report.usage.calls, "seconds": round(time.perf_counter() - started, 2),
             })  # fmt: skip
 
@@ -220,6 +225,12 @@ class ConflictBenchmark:
 
 
 # ------------------------------------------------------------------------------- scoring
+def probed(rows: Any, case: SuiteCase) -> bool:
+    """Whether the case has a row that needs no retry (a probe whose write reported failures is redone)."""
+    row = rows.get(case.id)
+    return row is not None and not row.get("failures")
+
+
 def score_case(suite: Suite, case: SuiteCase, report: AddReport, radius: list[int] | None = None) -> dict[str, Any]:
     """One case's row: what the system did with the probe, and whether that counts as detection."""
     gold = suite.gold_turn_ids(case)

@@ -167,12 +167,13 @@ def require_dev_suite(suite: Suite) -> Suite:
     return suite
 
 
-def load_suite(path: str | Path) -> Suite:
+def load_suite(path: str | Path, content: bytes | None = None) -> Suite:
+    """Parse a suite file (``content``: its bytes, when the run has read and checked them)."""
     path = Path(path)
-    if not path.exists():
+    if content is None and not path.exists():
         raise SuiteFormatError(f"{path}: suite file does not exist")
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(path.read_text(encoding="utf-8") if content is None else content)
     except json.JSONDecodeError as err:
         raise SuiteFormatError(f"{path}: not valid JSON: {err}") from err
     return parse_suite(data, str(path))

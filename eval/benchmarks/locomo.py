@@ -11,6 +11,7 @@ the metrics and printed in every table. Category 5 (adversarial) is excluded by 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import time
@@ -24,9 +25,9 @@ import pandas as pd
 from tqdm import tqdm
 
 from core.atomic import write_json_atomic
-from core.paths import sha256_of
 from eval.benchmarks.locomo_audit import GOLD_MODES, load_errata, score_changing_positions
 from eval.context import JsonlRows, RunContext
+from eval.rows import SCORED_ROW_FIELD, read_rows, row_sha256, scores
 from eval.judge import JudgePrompt, LLMJudge
 from eval.judge_calibration import load_calibration, summary_cell
 from eval.metrics import bleu1, bootstrap_ci, evidence_recall, format_ci, percentiles, set_f1_mem0, token_f1
@@ -158,13 +159,14 @@ def _parse_question(raw: Any, sample_id: str, index: int, where: str) -> tuple[Q
     )
 
 
-def load_locomo(path: str | Path) -> list[Conversation]:
-    """Parse the LoCoMo json; any problem raises one ``LoCoMoFormatError`` naming file and field/line."""
+def load_locomo(path: str | Path, content: bytes | None = None) -> list[Conversation]:
+    """Parse the LoCoMo json (``content``: the file's bytes, already read and checked by the run); any problem
+    raises one ``LoCoMoFormatError`` naming file and field/line."""
     path = Path(path)
-    if not path.is_file():
+    if content is None and not path.is_file():
         raise LoCoMoFormatError(f"{path}: LoCoMo file not found (get it with `python scripts/download_data.py`)")
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(path.read_text(encoding="utf-8") if content is None else content)
     except json.JSONDecodeError as err:
         raise LoCoMoFormatError(f"{path}: line {err.lineno} column {err.colno}: not valid JSON ({err.msg})") from err
     if not isinstance(data, list):
@@ -370,6 +372,21 @@ def predict(system: MemorySystem, episode: Episode, question: Question, ctx: Run
     }
 
 
+def predicted(predictions: JsonlRows, question: Question) -> bool:
+    """Whether the question has a usable prediction (a failed LLM answer is redone by the next run)."""
+    row = predictions.get(question.key)
+    return row is not None and not row.get("answer_failure")
+
+
+def paired_judgements(predictions: list[dict[str, Any]], judgements: list[dict[str, Any]], legacy: bool) -> dict[str, dict[str, Any]]:
+    """key -> the judgement of the prediction row as it is now (``scored_row_sha256``); a judgement of an
+    earlier, since-redone prediction is never paired with the new answer. ``legacy``: a judgement written
+    before rows carried the hash is taken as it is (published runs read by the tables)."""
+    by_key = {p["key"]: p for p in predictions}
+    return {j["key"]: j for j in judgements if j["key"] in by_key
+            and (scores(j, by_key[j["key"]]) or (legacy and SCORED_ROW_FIELD not in j))}  # fmt: skip
+
+
 def score_row(prediction: dict[str, Any]) -> dict[str, Any]:
     """LLM-free per-question metrics."""
     return {
@@ -466,9 +483,10 @@ def gold_slices(
     return slices
 
 
-def audited_keys(predictions: list[dict[str, Any]], positions: dict[str, int], errata_path: str | Path) -> set[str]:
-    """Keys of the predictions whose (conversation position, qa index) the audit marks score-changing."""
-    wrong = score_changing_positions(load_errata(errata_path))
+def audited_keys(predictions: list[dict[str, Any]], positions: dict[str, int], errata_path: str | Path, content: bytes | None = None) -> set[str]:
+    """Keys of the predictions whose (conversation position, qa index) the audit marks score-changing
+    (``content``: the errata file's bytes, when the run has read and checked them)."""
+    wrong = score_changing_positions(load_errata(errata_path, content))
     return {p["key"] for p in predictions if (positions[p["sample_id"]], int(p["qa_index"])) in wrong}
 
 
@@ -524,12 +542,15 @@ class LoCoMoBenchmark:
         if self.gold not in GOLD_MODES:
             raise ValueError(f"benchmark.gold: {self.gold!r}; choose one of {list(GOLD_MODES)}")
 
-    def episodes(self) -> tuple[list[Episode], dict[str, int]]:
+    def episodes(self, ctx: RunContext | None = None) -> tuple[list[Episode], dict[str, int]]:
+        """The slice; with ``ctx``, parsed from the bytes the run read and checked against its folder's identity."""
         spec = SliceSpec(self.conversations, self.max_sessions, self.evidence_in_ingested_only, self.exclude_categories, self.max_questions)
-        return slice_episodes(load_locomo(self.path), spec)
+        content = ctx.read_input(self.path) if ctx is not None and Path(self.path).is_file() else None
+        return slice_episodes(load_locomo(self.path, content), spec)
 
     def run(self, system: MemorySystem, ctx: RunContext) -> dict[str, Any]:
-        episodes, counts = self.episodes()
+        episodes, counts = self.episodes(ctx)
+        errata = ctx.read_input(self.audit_errata) if Path(self.audit_errata).is_file() else None  # checked before any row
         labels = CONVENTIONS[self.convention]
         ctx.log.info(
             "LoCoMo slice: %d questions from %d conversations; excluded %d of categories %s (%s), %d with evidence outside the ingested sessions, %d over max_questions",
@@ -544,12 +565,14 @@ class LoCoMoBenchmark:
         judgements = self._score(episodes, ctx, predictions)
         wanted = {q.key for e in episodes for q in e.questions}
         kept = [p for e in episodes for q in e.questions if (p := predictions.get(q.key))]  # question order, whatever run.workers was
-        judged = {j["key"]: j for j in judgements.rows() if j["key"] in wanted}
-        excluded = self._audited_keys(kept, episodes, ctx)
+        judged = paired_judgements(kept, judgements.rows(), legacy=False)
+        excluded = self._audited_keys(kept, episodes, ctx, errata)
         slices = gold_slices(kept, judged, excluded, self.convention, self.bootstrap_samples, self.seed)
         headline = [p for p in kept if p["key"] not in excluded] if self.gold == "audited_excluded" and excluded else kept
         metrics = aggregate(headline, judged, self.convention, self.bootstrap_samples, self.seed)
         ingested = [r for r in ingest_rows.rows() if r["key"] in {e.conversation.sample_id for e in episodes}]
+        failures = {"rows": sum(bool(p.get("answer_failure")) for p in kept) + sum(judged.get(p["key"], {}).get("label") is None for p in kept),
+                    "ingest_turns": sum(int(r.get("failures") or 0) for r in ingested)}  # fmt: skip
         metrics["latency"]["add_session_s"] = percentiles([s for r in ingested for s in r["add_latency_s"]])
         return {
             "benchmark": self.name,
@@ -563,10 +586,12 @@ class LoCoMoBenchmark:
             **metrics,
             "gold": self.gold,
             "gold_slices": slices,
-            "audit_errata_sha256": sha256_of(self.audit_errata) if excluded is not None else None,
+            "audit_errata_sha256": hashlib.sha256(errata).hexdigest() if excluded is not None and errata is not None else None,
             "judge_prompt": self._judge_prompt(ctx).name,
             "judge_failures": metrics["overall"]["judge_failures"],
             "ingest": ingest_summary(ingested),
+            # failed LLM work: rows retried by the next run of the same command; turns the system failed to add
+            "failures": failures,
             **({"system_metrics": system_metrics} if system_metrics is not None else {}),
         }
 
@@ -590,8 +615,8 @@ class LoCoMoBenchmark:
         self, system: MemorySystem, episodes: list[Episode], ctx: RunContext, ingest_rows: JsonlRows, predictions: JsonlRows
     ) -> bool:
         """Ingest every conversation with questions left and predict them; whether there was any."""
-        todo = [e for e in episodes if any(q.key not in predictions for q in e.questions)]
-        n_questions = sum(q.key not in predictions for e in todo for q in e.questions)
+        todo = [e for e in episodes if any(not predicted(predictions, q) for q in e.questions)]
+        n_questions = sum(not predicted(predictions, q) for e in todo for q in e.questions)
         ingest_bar = tqdm(total=sum(len(e.sessions) for e in todo), desc="ingest (sessions)", unit="session", position=0)
         predict_bar = tqdm(total=n_questions, desc="predict (questions)", unit="q", position=1)
         workers, guard = workers_of(ctx.cfg), SystemGuard(system)
@@ -603,7 +628,7 @@ class LoCoMoBenchmark:
             if found is None:
                 with guard.searching():
                     found = search(system, episode, question, ctx, self.top_k)
-            predictions.append(predict(system, episode, question, ctx, self.top_k, found))
+            predictions.replace(predict(system, episode, question, ctx, self.top_k, found))  # replaces a failed try
             predict_bar.update(1)
 
         def episode_one(episode: Episode) -> None:
@@ -611,7 +636,7 @@ class LoCoMoBenchmark:
             with guard.writing():
                 row = ingest(system, episode, ctx, ingest_bar, sessions, session_rows)
             ingest_rows.append(row)  # first ingest's report is kept; a re-ingest does not duplicate it
-            pending = [q for q in episode.questions if q.key not in predictions]
+            pending = [q for q in episode.questions if not predicted(predictions, q)]
             if guard.parallel_search:
                 questions.map(answer_one, [(episode, q, None) for q in pending])
             elif pending:  # a search that changes state (MOSAIC's continuity term) runs in question order, one at a time
@@ -627,15 +652,16 @@ class LoCoMoBenchmark:
             predict_bar.close()
         return bool(todo)
 
-    def _audited_keys(self, kept: list[dict[str, Any]], episodes: list[Episode], ctx: RunContext) -> set[str] | None:
-        """Score-changing questions of this slice, or None (logged) when the errata file is absent."""
-        if not Path(self.audit_errata).is_file():
+    def _audited_keys(self, kept: list[dict[str, Any]], episodes: list[Episode], ctx: RunContext, errata: bytes | None) -> set[str] | None:
+        """Score-changing questions of this slice, or None (logged) when the errata file is absent
+        (``errata``: its bytes, read and checked at the start of the run)."""
+        if errata is None:
             if self.gold == "audited_excluded":
                 raise FileNotFoundError(f"benchmark.audit_errata={self.audit_errata}: not found; run `python scripts/download_data.py` (or --mirror DIR)")
             ctx.log.warning("benchmark.audit_errata=%s not found: only original-gold scores (python scripts/download_data.py)", self.audit_errata)
             return None
         positions = {e.conversation.sample_id: e.conversation.position for e in episodes}
-        excluded = audited_keys(kept, positions, self.audit_errata)
+        excluded = audited_keys(kept, positions, self.audit_errata, errata)
         ctx.log.info("audited gold: %d of %d questions in this slice have a score-changing gold error", len(excluded), len(kept))
         return excluded
 
@@ -653,11 +679,13 @@ class LoCoMoBenchmark:
     def _score(self, episodes: list[Episode], ctx: RunContext, predictions: JsonlRows) -> JsonlRows:
         judgements = ctx.rows("judgements")
         judge = LLMJudge(ctx.judge_llm, max_tokens=self.judge_max_tokens, prompt=self._judge_prompt(ctx))
-        todo = [p for e in episodes for q in e.questions if (p := predictions.get(q.key)) and q.key not in judgements]
+        # judged anew: no verdict yet, a failed one, or one of another prediction than the one now held (redone)
+        todo = [p for e in episodes for q in e.questions
+                if (p := predictions.get(q.key)) and not (scores(j := judgements.get(q.key), p) and j and j.get("label") is not None)]  # fmt: skip
         bar = tqdm(total=len(todo), desc="score (judge)", unit="q")
 
         def judge_one(p: dict[str, Any]) -> None:
-            judgements.append({"key": p["key"], **judge.judge(p["question"], p["gold"], p["prediction"])})
+            judgements.replace({"key": p["key"], SCORED_ROW_FIELD: row_sha256(p), **judge.judge(p["question"], p["gold"], p["prediction"])})
             bar.update(1)
 
         try:
@@ -691,10 +719,6 @@ TABLE_SOURCES = {
 }
 
 
-def _read_rows(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-
-
 def table_audited_keys(predictions: list[dict[str, Any]]) -> set[str] | None:
     """Score-changing questions among a finished run's predictions (None without the data/errata files)."""
     if not TABLE_SOURCES["locomo"].is_file() or not TABLE_SOURCES["audit_errata"].is_file():
@@ -709,8 +733,8 @@ def run_gold_slices(metrics: dict[str, Any]) -> dict[str, Any] | None:
     folder = Path(metrics.get("_path", "")).parent
     if not (folder / "predictions.jsonl").is_file() or not (folder / "judgements.jsonl").is_file():
         return None
-    predictions = _read_rows(folder / "predictions.jsonl")
-    judgements = {j["key"]: j for j in _read_rows(folder / "judgements.jsonl")}
+    predictions = read_rows(folder / "predictions.jsonl")
+    judgements = paired_judgements(predictions, read_rows(folder / "judgements.jsonl"), legacy=True)
     excluded = table_audited_keys(predictions)
     convention = metrics.get("convention", "locomo")
     seed = int(metrics.get("metadata", {}).get("seed", 0) or 0)

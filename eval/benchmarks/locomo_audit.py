@@ -35,13 +35,14 @@ class Erratum:
         return self.error_type not in EVIDENCE_ONLY_ERRORS
 
 
-def load_errata(path: str | Path) -> list[Erratum]:
-    """Parse errors.json into (conversation, qa index, error type); nothing else is kept."""
+def load_errata(path: str | Path, content: bytes | None = None) -> list[Erratum]:
+    """Parse errors.json (or ``content``, its bytes as the run read them) into (conversation, qa index, error
+    type); nothing else is kept."""
     path = Path(path)
-    if not path.is_file():
+    if content is None and not path.is_file():
         raise AuditFormatError(f"{path}: audit errata not found (get them with `python scripts/download_data.py`)")
     try:
-        entries = json.loads(path.read_text(encoding="utf-8"))
+        entries = json.loads(path.read_text(encoding="utf-8") if content is None else content)
     except json.JSONDecodeError as err:
         raise AuditFormatError(f"{path}: line {err.lineno}: not valid JSON ({err.msg})") from err
     if not isinstance(entries, list):

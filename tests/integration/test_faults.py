@@ -370,7 +370,7 @@ def test_resume_under_other_code_refuses_unless_allowed(tiny_locomo, tmp_path, e
         started = json.loads((folder / "provenance.json").read_text())["code_at_start"]
         assert started["git_sha"] != "unknown"
         fake.mode = "good"
-        later = {**started, "git_sha": "0" * 40}  # a commit made since
+        later = {**started, "git_sha": "0" * 40, "code_sha256": "0" * 16}  # a commit made since, changing code
         monkeypatch.setattr("eval.runner.code_version", lambda: later)
         with pytest.raises(CodeChangedError, match=r"resume\.allow_code_change=true"):
             run_with(overrides)
@@ -378,7 +378,7 @@ def test_resume_under_other_code_refuses_unless_allowed(tiny_locomo, tmp_path, e
     meta = metrics["metadata"]
     assert meta["resume_allow_code_change"] is True and meta["code_changed_during_run"] is True
     assert meta["git_sha_start"] != meta["git_sha"]
-    monkeypatch.setattr("eval.runner.code_version", lambda: {**later, "git_sha": "1" * 40})
+    monkeypatch.setattr("eval.runner.code_version", lambda: {**later, "git_sha": "1" * 40, "code_sha256": "1" * 16})
     with caplog.at_level("WARNING"):
         assert run_with(overrides)["metadata"] == meta  # a finished run is read back, with a warning
     assert "was computed under code 0000" in caplog.text

@@ -50,6 +50,20 @@ def _replay_search(system: MemorySystem, namespace: str, query: str, k: int) -> 
         system.search(namespace, query, k)
 
 
+# Row files whose rows are LLM verdicts (or answers): a row whose call failed is redone by the next run.
+SCORED_TABLES = ("integrity", "accuracy", "updates", "qa")
+
+
+def failed(row: dict[str, Any] | None) -> bool:
+    """Whether a verdict row records a failed LLM call (the judge's or the answerer's)."""
+    return row is not None and bool(row.get("failure") or row.get("answer_failure"))
+
+
+def done(table: Any, key: str) -> bool:
+    """Whether ``key`` has a row that needs no retry."""
+    return key in table and not failed(table.get(key))
+
+
 def _dialogue_text(session: Session) -> str:
     return "\n".join(f"[{t.timestamp or session.start_time}] {t.role}: {t.content}" for t in session.dialogue)
 
@@ -87,9 +101,11 @@ class HaluMemBenchmark:
         stem = Path(self.path).stem.lower() if self.path else "medium"
         return "Long" if "long" in stem else "Medium" if "medium" in stem else f"custom:{Path(str(self.path)).name}"
 
-    def load(self) -> list[HaluMemUser]:
-        if self._users is None:
-            users = load_halumem_jsonl(self.path) if self.path else load_halumem_hub(self.variant_label, self.hub_repo, self.hub_revision)
+    def load(self, ctx: RunContext | None = None) -> list[HaluMemUser]:
+        """The users; with ``ctx``, parsed from the bytes the run read and checked against its folder's identity."""
+        if self._users is None or (ctx is not None and self.path):
+            content = ctx.read_input(self.path) if ctx is not None and self.path and Path(self.path).is_file() else None
+            users = load_halumem_jsonl(self.path, content) if self.path else load_halumem_hub(self.variant_label, self.hub_repo, self.hub_revision)
             if self.limit_users is not None:
                 users = users[: self.limit_users]
             self._users = users
@@ -107,7 +123,7 @@ class HaluMemBenchmark:
 
     # -- running ----------------------------------------------------------------------------
     def run(self, system: MemorySystem, ctx: RunContext) -> dict[str, Any]:
-        users = self.load()
+        users = self.load(ctx)
         judge = HaluMemJudge(ctx.judge_llm, max_tokens=self.judge_max_tokens, attempts=self.judge_attempts)
         mode = self._extraction_mode(system)
         if self.clarify not in ("off", "oracle"):
@@ -119,7 +135,8 @@ class HaluMemBenchmark:
             self._run_user(user, system, ctx, judge, mode, rows)
             rows["users"].append({"key": user.uuid, "sessions": len(self._sessions(user))})
 
-        todo = [user for user in users if user.uuid not in rows["users"]]
+        retry = {str(r["key"]).split(":")[0] for name in SCORED_TABLES for r in rows[name].rows() if failed(r)}
+        todo = [user for user in users if user.uuid not in rows["users"] or user.uuid in retry]  # failed rows: the user again
         run_stage(ctx, "users", one_user, todo, SystemGuard(system).namespace_workers(workers_of(ctx.cfg)))
         order = {user.uuid: i for i, user in enumerate(users)}  # rows read back in user order, whatever run.workers was
         return self.aggregate(
@@ -181,14 +198,14 @@ class HaluMemBenchmark:
     def _judge_extraction(self, user: HaluMemUser, s_idx: int, session: Session, stored: list[str], judge: HaluMemJudge, rows: dict[str, Any]) -> None:
         for point in session.memory_points:
             key = f"{user.uuid}:{s_idx}:{point.index}"
-            if point.is_searched_update or key in rows["integrity"]:
+            if point.is_searched_update or done(rows["integrity"], key):
                 continue
             if stored:
                 verdict = judge.integrity(stored, point.content)
                 score, failure, reason = verdict.value, verdict.failure, verdict.reason
             else:  # nothing stored: HaluMem scores 0 without asking the judge
                 score, failure, reason = 0, None, "nothing stored in this session"
-            rows["integrity"].append(
+            rows["integrity"].replace(
                 {
                     "key": key,
                     "uuid": user.uuid,
@@ -208,10 +225,10 @@ class HaluMemBenchmark:
         dialogue = _dialogue_text(session)
         for m_idx, text in enumerate(stored):
             key = f"{user.uuid}:{s_idx}:m{m_idx}"
-            if key in rows["accuracy"]:
+            if done(rows["accuracy"], key):
                 continue
             verdict = judge.accuracy(dialogue, gold, text)
-            rows["accuracy"].append(
+            rows["accuracy"].replace(
                 {
                     "key": key,
                     "uuid": user.uuid,
@@ -229,7 +246,7 @@ class HaluMemBenchmark:
             key = f"{user.uuid}:{s_idx}:{point.index}"
             if not point.is_searched_update:
                 continue
-            if key in rows["updates"]:
+            if done(rows["updates"], key):
                 _replay_search(system, namespace, point.content, self.update_k)
                 continue
             returned = [item.text for item in system.search(namespace, point.content, self.update_k)]
@@ -237,7 +254,7 @@ class HaluMemBenchmark:
                 verdict = judge.update(returned, point.content, list(point.original_memories))
             else:  # nothing came back: the update is missing, no judge needed
                 verdict = Verdict("Omission", "search returned nothing")
-            rows["updates"].append(
+            rows["updates"].replace(
                 {
                     "key": key,
                     "uuid": user.uuid,
@@ -256,13 +273,13 @@ class HaluMemBenchmark:
     def _answer_questions(self, user: HaluMemUser, s_idx: int, session: Session, system: MemorySystem, namespace: str, ctx: RunContext, judge: HaluMemJudge, rows: dict[str, Any]) -> None:
         for q_idx, question in enumerate(session.questions):
             key = f"{user.uuid}:{s_idx}:q{q_idx}"
-            if key in rows["qa"]:
+            if done(rows["qa"], key):
                 _replay_search(system, namespace, question.question, self.qa_k)
                 continue
             retrieved = system.search(namespace, question.question, self.qa_k)
             answer = ctx.answerer.answer(question.question, retrieved, question_time=halumem_time_to_iso(session.end_time))
             verdict = judge.qa(question.question, question.answer, list(question.evidence), answer["text"])
-            rows["qa"].append(
+            rows["qa"].replace(
                 {
                     "key": key,
                     "uuid": user.uuid,
@@ -272,6 +289,7 @@ class HaluMemBenchmark:
                     "difficulty": question.difficulty,
                     "gold": question.answer,
                     "response": answer["text"],
+                    "answer_failure": answer.get("failure"),  # the answerer's LLM gave no usable answer
                     "n_retrieved": len(retrieved),
                     "answer_prompt_tokens": answer.get("prompt_tokens"),
                     "answer_latency_s": answer.get("latency_s"),
@@ -312,6 +330,9 @@ class HaluMemBenchmark:
                 "conflicts": {k: sum(r[f"n_{k}"] for r in sessions) for k in ("updated", "rejected", "flagged")},
             },
             "bootstrap": {"samples": n_boot, "seed": seed, "confidence": 0.95, "unit": "item"},
+            # failed LLM work: verdict rows retried by the next run of the same command; add failures the system reported
+            "failures": {"rows": sum(failed(r) for name in SCORED_TABLES for r in rows.get(name, [])),
+                         "ingest_turns": sum(int(r.get("add_failures") or 0) for r in sessions)},
             **({"clarify": clarify_metrics(self, rows, extraction_mode)} if self.clarify != "off" else {}),
         }
 

@@ -5,6 +5,7 @@ Every line is validated before use; the first bad line fails naming the file, li
 
 from __future__ import annotations
 
+import io
 import json
 import re
 from dataclasses import dataclass
@@ -229,13 +230,14 @@ def parse_user(obj: Any, where: str = "<input>") -> HaluMemUser:
     return HaluMemUser(uuid=uuid, name=match.group(1).strip(), persona_info=obj["persona_info"], sessions=tuple(sessions))
 
 
-def load_halumem_jsonl(path: str | Path) -> list[HaluMemUser]:
-    """Read a HaluMem JSONL file (one user per line); the first bad line fails with its user and field."""
+def load_halumem_jsonl(path: str | Path, content: bytes | None = None) -> list[HaluMemUser]:
+    """Read a HaluMem JSONL file (one user per line; ``content``: its bytes, already read and checked by the
+    run); the first bad line fails with its user and field."""
     path = Path(path)
-    if not path.is_file():
+    if content is None and not path.is_file():
         raise FileNotFoundError(f"HaluMem file not found: {path} (see docs/halumem.md for how to get it)")
     users: list[HaluMemUser] = []
-    with path.open(encoding="utf-8") as handle:
+    with path.open(encoding="utf-8") if content is None else io.StringIO(content.decode("utf-8"), newline=None) as handle:
         for line_no, line in enumerate(handle, 1):
             if not line.strip():
                 continue
