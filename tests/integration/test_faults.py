@@ -24,8 +24,9 @@ from core.llm import LLMError, OpenAICompatClient, ResponseCache
 from core.llm.cache import CacheError
 from core.llm.client import OUTPUT_FAULT
 from core.paths import sha256_of
-from eval.provenance import CodeChangedError
-from eval.rows import JsonlRows
+from eval import runner as runner_module
+from eval.provenance import CodeChangedError, InputChangedError
+from eval.rows import SCORED_ROW_FIELD, JsonlRows, row_sha256
 from eval.run_lock import RunLockedError
 from eval.runner import ConfigError, config_hash, run, run_dir_for
 from tests.hydra_config import compose_config
@@ -391,3 +392,112 @@ def test_harmless_code_change_keeps_the_folder(server, tiny_locomo, embed_cache,
     overrides = overrides_for(server.url, tiny_locomo, tmp_path, embed_cache)
     assert config_hash(compose_cfg(overrides)) == config_hash(compose_cfg([*overrides, "resume.allow_code_change=true"]))
     assert issubclass(CodeChangedError, HarnessError)
+
+
+# -- issue 40 (trust, round 2) ------------------------------------------------------------------------------
+def test_40_1_data_changed_after_the_start_fails_before_any_row(server, tiny_locomo, tmp_path, embed_cache, monkeypatch):
+    """The file is hashed for the folder name, then edited before the benchmark reads it: the old content's
+    folder must not receive rows computed from the new content."""
+    data = tmp_path / "locomo.json"
+    data.write_bytes(tiny_locomo.read_bytes())
+    overrides = overrides_for(server.url, data, tmp_path, embed_cache)
+    folder = run_dir_for(compose_cfg(overrides))
+    real_input_hashes = runner_module.input_hashes
+
+    def hash_then_edit(cfg):
+        hashes = real_input_hashes(cfg)
+        payload = json.loads(data.read_text())
+        payload[0]["conversation"]["session_1"][0]["text"] += " (edited after the run started)"
+        data.write_text(json.dumps(payload))
+        return hashes
+
+    monkeypatch.setattr(runner_module, "input_hashes", hash_then_edit)
+    with pytest.raises(InputChangedError, match=rf"{data} changed .*rerun the same command"):
+        run_with(overrides)
+    assert server.calls == 0
+    assert not list(folder.glob("*.jsonl")) and not (folder / "metrics.json").exists()
+    monkeypatch.undo()
+    again = run_with(overrides)  # the same command: the folder of the content as it is now
+    assert again["metadata"]["input_files"]["benchmark.path"] == sha256_of(data) and run_dir_for(compose_cfg(overrides)) != folder
+
+
+def test_40_2_redone_prediction_is_judged_again(server, tiny_locomo, tmp_path, embed_cache):
+    overrides = overrides_for(server.url, tiny_locomo, tmp_path, embed_cache)
+    run_with(overrides)
+    folder = run_dir_for(compose_cfg(overrides))
+    predictions = rows(folder / "predictions.jsonl")
+    judged = {j["key"]: j for j in rows(folder / "judgements.jsonl")}
+    assert all(judged[p["key"]][SCORED_ROW_FIELD] == row_sha256(p) for p in predictions)
+    # question 2's prediction redone with another answer (as a resumed run redoes a lost or failed row)
+    redone = {**predictions[1], "prediction": "Caroline never went anywhere."}
+    with (folder / "predictions.jsonl").open("a") as handle:
+        handle.write(json.dumps(redone) + "\n")
+    (folder / "metrics.json").unlink()
+    calls = server.calls
+    run_with(overrides)
+    assert server.calls == calls + 1  # that one question judged again (a new prompt: not in the cache)
+    latest = {j["key"]: j for j in rows(folder / "judgements.jsonl")}
+    assert latest[redone["key"]][SCORED_ROW_FIELD] == row_sha256(redone)
+    assert latest[predictions[0]["key"]] == judged[predictions[0]["key"]]  # the others are kept
+
+
+def test_40_3_rejudge_reads_a_recovered_row_file(server, tiny_locomo, tmp_path, embed_cache, caplog):
+    overrides = overrides_for(server.url, tiny_locomo, tmp_path, embed_cache)
+    run_with(overrides)
+    folder = run_dir_for(compose_cfg(overrides))
+    lines = (folder / "predictions.jsonl").read_text().splitlines()
+    lines[1] = lines[1][: len(lines[1]) // 2]
+    (folder / "predictions.jsonl").write_text("\n".join(lines) + "\n")
+    (folder / "metrics.json").unlink()
+    run_with(overrides)  # the runner skips the damaged line and redoes the row; the line stays in the file
+    caplog.set_level("WARNING")
+    rejudge = load_script("rejudge")
+    code = rejudge.main([f"run_dir={folder}", "llm=openai_compat", f"llm.base_url={server.url}", f"llm.model={MODEL_ID}",
+                         "llm.api_key_env=null", "llm.retry_wait_s=0", f"cache_dir={tmp_path / 'cache'}", "bootstrap_samples=20"])  # fmt: skip
+    assert code == 0
+    assert f"{folder / 'predictions.jsonl'} line 2: not valid JSON" in caplog.text
+    section = json.loads((folder / "metrics.json").read_text())["judge2"]
+    assert section["overall"]["judge"]["n"] == 3
+
+
+def test_40_7_failed_rows_exit_3_and_are_retried_by_the_same_command(server, tiny_locomo, tmp_path, embed_cache):
+    overrides = overrides_for(server.url, tiny_locomo, tmp_path, embed_cache)
+    server.mode = "empty"  # every answer and every verdict comes back empty, after the client's retries
+    failed = run_py(overrides)
+    assert failed.returncode == 3, failed.stderr[-2000:]
+    assert failed.stderr.strip().splitlines()[-1].startswith("run finished with failures: 6 rows failed")
+    folder = run_dir_for(compose_cfg(overrides))
+    assert json.loads((folder / "metrics.json").read_text())["failures"] == {"rows": 6, "ingest_turns": 0}
+    server.mode = "good"
+    calls = server.calls
+    fixed = run_py(overrides)  # the same command, metrics.json present: only the 6 failed rows are redone
+    assert fixed.returncode == 0, fixed.stderr[-2000:]
+    assert server.calls - calls == 6  # 3 answers and 3 verdicts; nothing else
+    metrics = json.loads((folder / "metrics.json").read_text())
+    assert metrics["failures"] == {"rows": 0, "ingest_turns": 0} and metrics["main_metric"] == 1.0
+    assert metrics["metadata"]["invocations"] == 2
+    assert run_py(overrides).returncode == 0 and server.calls - calls == 6  # now finished: read back
+
+
+def test_40_8_sigterm_records_usage_and_metrics_count_invocations_without_it(tiny_locomo, tmp_path, embed_cache):
+    import signal
+
+    with FakeOpenAIServer(mode="hang", hang_s=60) as slow:
+        overrides = overrides_for(slow.url, tiny_locomo, tmp_path, embed_cache)
+        folder = run_dir_for(compose_cfg(overrides))
+        for how in (signal.SIGTERM, signal.SIGKILL):
+            calls = slow.calls
+            proc = run_py(overrides, popen=True)
+            deadline = time.monotonic() + 120
+            while slow.calls == calls and time.monotonic() < deadline and proc.poll() is None:
+                time.sleep(0.5)  # waiting on the hung server, inside the run
+            assert slow.calls > calls, proc.stderr.read() if proc.poll() is not None else "no call"
+            proc.send_signal(how)
+            proc.wait(timeout=60)
+            assert proc.returncode == (143 if how == signal.SIGTERM else -signal.SIGKILL)
+    invocations = json.loads((folder / "provenance.json").read_text())["invocations"]
+    assert invocations[0]["ended_by"] == "Terminated" and "llm_usage" in invocations[0]  # SIGTERM: recorded
+    assert "llm_usage" not in invocations[1]  # kill -9: nothing can record it
+    with FakeOpenAIServer() as good:
+        metrics = run_with(overrides_for(good.url, tiny_locomo, tmp_path, embed_cache))
+    assert metrics["metadata"]["invocations"] == 3 and metrics["metadata"]["invocations_without_usage"] == 1

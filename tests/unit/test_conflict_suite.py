@@ -259,3 +259,56 @@ def test_cases_per_group_keeps_every_group_in_view():
     groups = [c.type if c.conflict else "ok" for c in picked]
     assert sorted(groups) == sorted(["numeric", "semantic", "logical", "ok"] * 2)
     assert len(ConflictBenchmark(suite="data/conflicts/hypertension.json", cases_per_group=2, limit_cases=3).selected_cases()) == 3
+
+
+class FlakyMemory(ScriptedMemory):
+    """ScriptedMemory whose write of probe ``n1`` reports a failed LLM call while ``outage`` is on."""
+
+    def __init__(self, outage: bool) -> None:
+        super().__init__(snapshots=True)
+        self.outage = outage
+        self.probes: list[str] = []
+
+    def add(self, namespace, turns, session_time=None):
+        report = super().add(namespace, turns, session_time)
+        if len(turns) == 1:
+            self.probes.append(turns[0].turn_id)
+            if self.outage and turns[0].turn_id == "probe:n1":
+                report.flagged, report.failures = [], 1
+        return report
+
+
+def test_a_probe_whose_write_failed_is_counted_and_retried_on_resume(tmp_path):
+    """Issue 40 item 7: a failed row was final; only overwrite=true redid it."""
+    from eval.context import RunContext
+    from eval.rows import read_rows
+
+    path = tmp_path / "mini.json"
+    path.write_text(json.dumps(MINI))
+    bench = ConflictBenchmark(suite=str(path), bootstrap_samples=50)
+    ctx = RunContext(run_dir=tmp_path / "run", cfg=None, llm=None, judge_llm=None, embedder=_Embedder(), answerer=None)
+    metrics = bench.run(FlakyMemory(outage=True), ctx)
+    assert metrics["failures"] == {"rows": 1, "ingest_turns": 0} and metrics["detection_rate"]["mean"] == 0.0
+    healthy = FlakyMemory(outage=False)
+    again = bench.run(healthy, ctx)
+    assert healthy.probes == ["probe:n1"]  # only the failed row is redone
+    assert again["failures"] == {"rows": 0, "ingest_turns": 0} and again["detection_rate"]["mean"] == 0.5
+    assert [r["failures"] for r in read_rows(tmp_path / "run" / "cases.jsonl", "id")] == [0, 0, 0]
+
+
+def test_a_suite_edited_after_the_run_started_is_refused_before_any_row(tmp_path):
+    """Issue 40 item 1: the folder named by the old content got rows computed from the new content."""
+    from eval.context import RunContext
+    from eval.provenance import InputChangedError, read_hashed
+
+    path = tmp_path / "mini.json"
+    path.write_text(json.dumps(MINI))
+    bench = ConflictBenchmark(suite=str(path), bootstrap_samples=50)
+    started = {str(path.resolve()): read_hashed(path)[1]}  # what the run folder is named for
+    edited = json.loads(path.read_text())
+    edited["cases"][0]["probe"]["text"] = "Actually the figure is 9,999."
+    path.write_text(json.dumps(edited))
+    ctx = RunContext(run_dir=tmp_path / "run", cfg=None, llm=None, judge_llm=None, embedder=_Embedder(), answerer=None, inputs=started)
+    with pytest.raises(InputChangedError, match=rf"{path} changed"):
+        bench.run(ScriptedMemory(snapshots=True), ctx)
+    assert not (tmp_path / "run").exists() or not list((tmp_path / "run").glob("*.jsonl"))

@@ -516,3 +516,35 @@ def test_a_resumed_user_searches_in_the_state_an_uninterrupted_run_had(tmp_path)
     assert len(llm.requests) - before == len(qa) - len(kept)  # only the lost answers are judged again
     assert responses(killed) == responses(clean)
     assert any(text != "after None" for text in responses(clean).values())
+
+
+def test_failed_verdicts_are_counted_and_only_they_are_redone_on_resume(tmp_path):
+    """Issue 40 item 7: rows whose LLM call failed were final (a short outage became a permanent result)."""
+    from eval.rows import read_rows
+
+    def qa_outage(messages, schema):
+        return "" if schema is QA_SCHEMA else _fixed_judge(messages, schema)  # the QA verdicts come back empty
+
+    bench = HaluMemBenchmark(path=str(TINY), bootstrap_samples=50)
+    broken = FakeLLM(qa_outage)
+    first = bench.run(KeywordMemory(), _ctx(tmp_path, broken, EchoAnswerer()))
+    assert first["failures"] == {"rows": 9, "ingest_turns": 0}
+    healthy = FakeLLM(_fixed_judge)
+    again = bench.run(KeywordMemory(), _ctx(tmp_path, healthy, EchoAnswerer()))
+    assert len(healthy.requests) == 9 and {r["schema"] is QA_SCHEMA for r in healthy.requests} == {True}
+    assert again["failures"] == {"rows": 0, "ingest_turns": 0} and again["qa"]["correct"]["mean"] == 1.0
+    assert len(read_rows(tmp_path / "halumem_qa.jsonl")) == 9
+
+
+def test_a_data_file_edited_after_the_run_started_is_refused_before_any_row(tmp_path):
+    """Issue 40 item 1, for HaluMem: parsed bytes are checked against the run folder's identity."""
+    from eval.provenance import InputChangedError, read_hashed
+
+    data = tmp_path / "HaluMem-Medium.jsonl"
+    data.write_bytes(TINY.read_bytes())
+    ctx = _ctx(tmp_path / "run", FakeLLM(_fixed_judge), EchoAnswerer())
+    ctx.inputs = {str(data.resolve()): read_hashed(data)[1]}
+    data.write_bytes(TINY.read_bytes().replace(b"Munich", b"Berlin"))
+    with pytest.raises(InputChangedError, match=rf"{data} changed"):
+        HaluMemBenchmark(path=str(data), bootstrap_samples=50).run(KeywordMemory(), ctx)
+    assert not (tmp_path / "run").exists() or not list((tmp_path / "run").glob("*.jsonl"))

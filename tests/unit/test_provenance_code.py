@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
+
+import pytest
 
 from eval import provenance
 
@@ -28,3 +31,56 @@ def test_a_changed_output_file_leaves_the_code_clean_and_a_changed_code_file_doe
     (tmp_path / "memory.py").write_text("x = 2\n")
     dirty = provenance.code_version()
     assert dirty["dirty"] is True and dirty["diff_sha256"] and not provenance.same_code(dirty, clean)
+
+
+def _repo_with_code_docs_and_prompts(tmp_path, monkeypatch):
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "conf" / "judge" / "prompt").mkdir(parents=True)
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "memory.py").write_text("x = 1\n")
+    (tmp_path / "README.md").write_text("# readme\n")
+    (tmp_path / "docs" / "guide.md").write_text("words\n")
+    (tmp_path / "conf" / "config.yaml").write_text("seed: 0\n")
+    (tmp_path / "conf" / "judge" / "prompt" / "default.yaml").write_text("user: '{question} {gold} {prediction}'\n")
+    (tmp_path / "tests" / "test_memory.py").write_text("def test_x(): pass\n")
+    _git(tmp_path, "init", "-q")
+    _git(tmp_path, "add", ".")
+    _git(tmp_path, "commit", "-q", "-m", "start")
+    monkeypatch.setattr(provenance, "REPO", tmp_path)
+
+
+def test_docs_readme_and_test_edits_keep_the_code_identity_committed_or_not(tmp_path, monkeypatch):
+    """Issue 40 item 9: a README-only commit made a half-finished run refuse to resume (CodeChangedError)."""
+    _repo_with_code_docs_and_prompts(tmp_path, monkeypatch)
+    started = provenance.code_version()
+    (tmp_path / "README.md").write_text("# readme, edited\n")
+    (tmp_path / "docs" / "guide.md").write_text("more words\n")
+    (tmp_path / "tests" / "test_memory.py").write_text("def test_y(): pass\n")
+    assert provenance.code_version()["dirty"] is False  # uncommitted docs and tests are not dirty code
+    _git(tmp_path, "commit", "-q", "-am", "docs only")
+    now = provenance.code_version()
+    assert now["git_sha"] != started["git_sha"] and provenance.same_code(started, now)
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    record = provenance.Provenance(run_dir)
+    record.start(started, {}, False, lambda path, payload: path.write_text(json.dumps(payload)))
+    assert record.check_resume(now, allow_code_change=False) is not None  # resumes, no CodeChangedError
+
+
+@pytest.mark.parametrize("path", ["memory.py", "conf/config.yaml", "conf/judge/prompt/default.yaml"])
+def test_code_config_and_prompt_edits_change_the_code_identity(path, tmp_path, monkeypatch):
+    _repo_with_code_docs_and_prompts(tmp_path, monkeypatch)
+    started = provenance.code_version()
+    (tmp_path / path).write_text((tmp_path / path).read_text() + "# changed\n")
+    edited = provenance.code_version()
+    assert edited["dirty"] is True and not provenance.same_code(started, edited)
+    _git(tmp_path, "commit", "-q", "-am", "code change")
+    committed = provenance.code_version()
+    assert committed["dirty"] is False and not provenance.same_code(started, committed)
+    assert provenance.same_code(edited, committed)  # the same content, committed or not
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    record = provenance.Provenance(run_dir)
+    record.start(started, {}, False, lambda p, payload: p.write_text(json.dumps(payload)))
+    with pytest.raises(provenance.CodeChangedError):
+        record.check_resume(committed, allow_code_change=False)
