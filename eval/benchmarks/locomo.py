@@ -563,7 +563,6 @@ class LoCoMoBenchmark:
         predicted_here = self._ingest_and_predict(system, episodes, ctx, ingest_rows, predictions)
         system_metrics = self._system_metrics(system, ctx, fresh=predicted_here)
         judgements = self._score(episodes, ctx, predictions)
-        wanted = {q.key for e in episodes for q in e.questions}
         kept = [p for e in episodes for q in e.questions if (p := predictions.get(q.key))]  # question order, whatever run.workers was
         judged = paired_judgements(kept, judgements.rows(), legacy=False)
         excluded = self._audited_keys(kept, episodes, ctx, errata)

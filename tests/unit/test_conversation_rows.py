@@ -170,3 +170,20 @@ def test_an_unfinished_run_is_published_with_its_ingest_cost_and_replaced_by_a_l
     (run / "metrics.json").write_text("{}")
     with pytest.raises(SystemExit, match="is finished"):
         run_rows.publish_unfinished(run)
+
+
+@pytest.mark.parametrize(("code", "accepted"), [(0, True), (3, True), (1, False), (2, False)])
+def test_a_row_finished_with_failures_is_a_run_folder_and_a_crash_is_not(code, accepted, monkeypatch, tmp_path):
+    """run.py exits 3 (eval.runner.FAILURES_EXIT) for a finished run with failed rows: still a row, its
+    failures in metrics.json and the tables; any other non-zero exit is a failed row command."""
+    import subprocess
+
+    import scripts.run_rows as run_rows
+
+    printed = f"| table |\n{tmp_path / 'run' / 'metrics.json'}\n"
+    monkeypatch.setattr(run_rows.subprocess, "run", lambda *a, **k: subprocess.CompletedProcess(a, code, stdout=printed))
+    if accepted:
+        assert run_rows.run_folder(["system=rag"]) == tmp_path / "run"
+    else:
+        with pytest.raises(SystemExit, match=f"exit {code}"):
+            run_rows.run_folder(["system=rag"])
