@@ -4,12 +4,19 @@ Several processes may share one cache file (a sweep's jobs, two runs at once): S
 journal lets readers and one writer work together, and every statement waits up to
 ``busy_timeout_s`` for another process's write instead of failing. A damaged file is reported
 with its path and the fix (delete it; the cache is only a cache), never as a bare sqlite error.
+
+Each entry carries the SHA-256 of its stored text, so a changed byte inside a cached reply is
+caught on read: a miss plus a warning naming the cache file, and the fresh reply replaces the entry.
+Entries written before checksums existed (older cache files, archives imported with older code)
+have none: they are trusted on their first read and checksummed then, so they stay hits.
+An archive import (scripts/cache_archive.py) checksums each entry as it stores it.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import sqlite3
 import threading
 from pathlib import Path
@@ -19,9 +26,16 @@ from filelock import FileLock
 
 from core.api import HarnessError
 
+log = logging.getLogger(__name__)
+
 
 class CacheError(HarnessError):
     """The cache file cannot be used; the message names it and says to delete it."""
+
+
+def checksum(value_json: str) -> str:
+    """SHA-256 of an entry's stored JSON text: what a read compares to catch a changed byte."""
+    return hashlib.sha256(value_json.encode()).hexdigest()
 
 
 def request_key(request: dict[str, Any]) -> str:
@@ -46,7 +60,10 @@ class ResponseCache:
             try:
                 self._conn = sqlite3.connect(self.path, check_same_thread=False, timeout=busy_timeout_s)
                 self._conn.execute("PRAGMA journal_mode=WAL")  # writes the header: the file is no longer empty
-                self._conn.execute("CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+                self._conn.execute("CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, value TEXT NOT NULL, checksum TEXT)")
+                columns = {row[1] for row in self._conn.execute("PRAGMA table_info(responses)")}
+                if "checksum" not in columns:  # a cache file from before checksums: its entries are checksummed on first read
+                    self._conn.execute("ALTER TABLE responses ADD COLUMN checksum TEXT")
                 self._conn.commit()
             except sqlite3.DatabaseError as err:
                 raise self._damaged(err) from err
@@ -61,39 +78,74 @@ class ResponseCache:
         return request_key(request)
 
     def get(self, key: str) -> dict[str, Any] | None:
+        """The stored response, or None: absent, not JSON, or failing its checksum (warned, naming the file)."""
         try:
             with self._lock:
-                row = self._conn.execute("SELECT value FROM responses WHERE key = ?", (key,)).fetchone()
+                row = self._conn.execute("SELECT value, checksum FROM responses WHERE key = ?", (key,)).fetchone()
         except sqlite3.DatabaseError as err:
             raise self._damaged(err) from err
         if not row:
             return None
+        value_json, stored_sum = row
+        if stored_sum is not None and stored_sum != checksum(value_json):
+            log.warning("response cache %s: the entry for request %s fails its checksum (changed on disk since it was "
+                        "written); treated as a miss, the fresh reply replaces it", self.path, key[:16])  # fmt: skip
+            return None
         try:
-            return json.loads(row[0])
+            value = json.loads(value_json)
         except json.JSONDecodeError:
+            log.warning("response cache %s: the entry for request %s is not JSON; treated as a miss", self.path, key[:16])
             return None  # a damaged entry is a miss; the fresh response replaces it
+        if stored_sum is None:
+            self._adopt(key, value_json)
+        return value
 
-    def put(self, key: str, value: dict[str, Any]) -> None:
+    def _adopt(self, key: str, value_json: str) -> None:
+        """Checksum an entry written before checksums existed, as it reads now (trust on first read)."""
         try:
             with self._lock:
-                self._conn.execute("INSERT OR REPLACE INTO responses VALUES (?, ?)", (key, json.dumps(value)))
+                self._conn.execute("UPDATE responses SET checksum = ? WHERE key = ? AND value = ? AND checksum IS NULL",
+                                   (checksum(value_json), key, value_json))  # fmt: skip
+                self._conn.commit()
+        except sqlite3.OperationalError as err:  # a read-only copy still serves its entries, unchecksummed
+            if "readonly" not in str(err):
+                raise self._damaged(err) from err
+        except sqlite3.DatabaseError as err:
+            raise self._damaged(err) from err
+
+    def put(self, key: str, value: dict[str, Any]) -> None:
+        value_json = json.dumps(value)
+        try:
+            with self._lock:
+                self._conn.execute("INSERT OR REPLACE INTO responses (key, value, checksum) VALUES (?, ?, ?)",
+                                   (key, value_json, checksum(value_json)))  # fmt: skip
                 self._conn.commit()
         except sqlite3.DatabaseError as err:
             raise self._damaged(err) from err
 
     def items(self) -> list[tuple[str, str]]:
-        """Every (key, stored JSON text) pair, sorted by key: what an archive of the cache holds."""
+        """Every (key, stored JSON text) pair, sorted by key: what an archive of the cache holds.
+
+        An entry failing its checksum is left out (with a warning naming the file), so an export never
+        carries a changed reply onward.
+        """
         try:
             with self._lock:
-                return list(self._conn.execute("SELECT key, value FROM responses ORDER BY key"))
+                rows = list(self._conn.execute("SELECT key, value, checksum FROM responses ORDER BY key"))
         except sqlite3.DatabaseError as err:
             raise self._damaged(err) from err
+        bad = [key for key, value, stored_sum in rows if stored_sum is not None and stored_sum != checksum(value)]
+        if bad:
+            log.warning("response cache %s: %d entries fail their checksum and are left out: %s",
+                        self.path, len(bad), ", ".join(key[:16] for key in bad[:5]))  # fmt: skip
+        return [(key, value) for key, value, stored_sum in rows if stored_sum is None or stored_sum == checksum(value)]
 
     def put_absent(self, key: str, value_json: str) -> bool:
-        """Store a JSON text under ``key`` unless the key is held; True when it was stored."""
+        """Store a JSON text under ``key`` unless the key is held; True when it was stored (checksummed as stored)."""
         try:
             with self._lock:
-                cursor = self._conn.execute("INSERT OR IGNORE INTO responses VALUES (?, ?)", (key, value_json))
+                cursor = self._conn.execute("INSERT OR IGNORE INTO responses (key, value, checksum) VALUES (?, ?, ?)",
+                                            (key, value_json, checksum(value_json)))  # fmt: skip
                 self._conn.commit()
         except sqlite3.DatabaseError as err:
             raise self._damaged(err) from err

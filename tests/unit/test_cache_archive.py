@@ -71,3 +71,23 @@ def test_errors_name_the_file_and_the_fix(tmp_path):
         out.write('{"key": "k"}\n')
     with pytest.raises(SystemExit, match="line 1 is not a cache entry"):
         archive_tool.import_cache(broken, tmp_path / "c")
+
+
+def test_published_archive_imports_checksummed_and_replays_every_entry(tmp_path):
+    import sqlite3
+    from pathlib import Path
+
+    archive = Path(__file__).resolve().parents[2] / "results" / "caches" / "conflict_household_zep.jsonl.gz"
+    published = dict(archive_tool.archive_entries(archive))  # written before entries carried checksums
+    added, held = archive_tool.import_cache(archive, tmp_path / "c")
+    assert (added, held) == (len(published), 0) and added > 0
+    path = tmp_path / "c" / archive_tool.CACHE_FILE
+    conn = sqlite3.connect(path)
+    unchecked = conn.execute("SELECT count(*) FROM responses WHERE checksum IS NULL").fetchone()[0]
+    conn.close()
+    assert unchecked == 0  # the import checksums each entry as it stores it
+    cache = ResponseCache(path)
+    try:
+        assert all(cache.get(key) == value for key, value in published.items())
+    finally:
+        cache.close()

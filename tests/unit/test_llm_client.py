@@ -153,3 +153,51 @@ def test_fault_memory_off_or_sampling_asks_again(server, tmp_path):
         with pytest.raises(LLMOutputError):
             remembering.chat(messages, response_schema={"type": "object"}, temperature=0.7)
     assert len(_Handler.seen) == 4
+
+
+def _change_one_byte(path, old: str, new: str) -> None:
+    """Edit a stored reply in place, as disk damage or a stray edit would, keeping it valid JSON."""
+    import sqlite3
+
+    conn = sqlite3.connect(path)
+    changed = conn.execute("UPDATE responses SET value = replace(value, ?, ?)", (old, new)).rowcount
+    conn.commit()
+    conn.close()
+    assert changed == 1
+
+
+def test_changed_byte_in_cached_reply_is_a_miss_with_a_warning_and_is_replaced(server, tmp_path, caplog):
+    path = tmp_path / "c.sqlite"
+    client = OpenAICompatClient(base_url=server, model="m", cache_path=str(path))
+    _Handler.replies = [(200, "Paris")]
+    assert client.chat([{"role": "user", "content": "capital?"}]).text == "Paris"
+    _change_one_byte(path, "Paris", "Parus")
+    _Handler.replies = [(200, "Paris")]
+    with caplog.at_level("WARNING"):
+        again = client.chat([{"role": "user", "content": "capital?"}])
+    assert (again.text, again.cached) == ("Paris", False)  # asked again, not served "Parus"
+    assert len(_Handler.seen) == 2
+    assert any(str(path) in r.getMessage() and "checksum" in r.getMessage() for r in caplog.records)
+    third = client.chat([{"role": "user", "content": "capital?"}])  # the fresh reply replaced the entry
+    assert (third.text, third.cached) == ("Paris", True) and len(_Handler.seen) == 2
+
+
+def test_cache_entries_from_before_checksums_stay_hits_and_are_checksummed_on_first_read(tmp_path, caplog):
+    import sqlite3
+
+    path = tmp_path / "old.sqlite"
+    old = sqlite3.connect(path)  # the schema every cache file had before checksums
+    old.execute("CREATE TABLE responses (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+    old.execute("INSERT INTO responses VALUES (?, ?)", ("k", json.dumps({"text": "kept"})))
+    old.commit()
+    old.close()
+    cache = ResponseCache(path)
+    assert cache.get("k") == {"text": "kept"}
+    cache.close()
+    _change_one_byte(path, "kept", "kepT")  # now that it carries a checksum, a change is caught
+    cache = ResponseCache(path)
+    with caplog.at_level("WARNING"):
+        assert cache.get("k") is None
+    assert cache.items() == []  # an export leaves the changed entry out
+    cache.close()
+    assert any(str(path) in r.getMessage() for r in caplog.records)
