@@ -21,7 +21,21 @@ from hydra.types import RunMode
 from omegaconf import DictConfig
 
 from core.api import HarnessError
+from core.atomic import NO_SPACE, DiskFullError
 from eval.runner import FAILURES_EXIT, failure_line, run
+
+
+def disk_full_error(err: BaseException | None) -> OSError | None:
+    """The earliest "no space left" error in ``err``'s chain (causes and errors during handling), if any: the
+    write that first hit the full disk, not a later record that failed the same way. One that names its file
+    (core.atomic's DiskFullError) is preferred to the bare OSError beneath it."""
+    chain: list[BaseException] = []
+    while err is not None and len(chain) < 20:
+        chain.append(err)
+        err = err.__cause__ or err.__context__
+    full = [e for e in chain if isinstance(e, OSError) and e.errno in NO_SPACE]
+    named = [e for e in full if isinstance(e, DiskFullError)]
+    return (named or full or [None])[-1]
 
 
 def harness_error(err: BaseException | None) -> HarnessError | None:
@@ -40,8 +54,15 @@ def main(cfg: DictConfig) -> float | None:
     try:
         metrics = run(cfg, overrides=list(HydraConfig.get().overrides.task))
     except Exception as err:  # the harness's own faults: one line naming the file/URL/key and the fix
-        known = harness_error(err)
-        if known is None or os.environ.get("HYDRA_FULL_ERROR") == "1":
+        if os.environ.get("HYDRA_FULL_ERROR") == "1":
+            raise
+        full = disk_full_error(err)
+        known = full if isinstance(full, DiskFullError) else harness_error(err)
+        if full is not None and known is not full:
+            print(f"error (disk full): could not write {full.filename or 'a file'} ({full.strerror}): free space on that disk "
+                  f"(results_dir={cfg.results_dir}, cache_dir={cfg.cache_dir}) and rerun the same command", file=sys.stderr)  # fmt: skip
+            raise SystemExit(2) from None
+        if known is None:
             raise
         print(f"error ({type(known).__name__}): {' '.join(str(known).split())}", file=sys.stderr)
         raise SystemExit(2) from None

@@ -6,21 +6,105 @@ at all until it breaks something. The constructor's own signature is the schema:
 be one of its parameters (unless it takes ``**kwargs``) and every value must fit the parameter's
 annotation (checked with pydantic in lax mode, so 5 fits ``float`` and "abc" does not fit ``int``).
 Blocks nested in a block (a ``_target_`` of their own) are checked against their own target.
+
+Types say nothing about meaning (``max_entities=0`` is an int): a target may declare
+``CONFIG_RANGES``, a table of dotted key -> ``Rule`` (or ``NumberList``), and every value of its
+block is checked against it here, so a range lives in one place and fails, naming the key and the
+allowed range, before any work.
 """
 
 from __future__ import annotations
 
 import inspect
+import math
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 from pydantic.errors import PydanticSchemaGenerationError, PydanticUndefinedAnnotation
 
+from core.api import HarnessError
 
-class ConfigKeyError(ValueError):
-    """A config key that the target does not take, or a value that does not fit its type."""
+
+class ConfigKeyError(HarnessError, ValueError):
+    """A config key that the target does not take, or a value that does not fit its type or range."""
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A number in [low, high]; ``integer`` refuses 2.5 and "abc"; ``nullable`` allows null; ``also``: other values allowed."""
+
+    low: float | None = None
+    high: float | None = None
+    integer: bool = True
+    nullable: bool = False
+    low_open: bool = False  # low itself not allowed (timeouts: > 0)
+    high_open: bool = False  # high itself not allowed (PageRank damping: < 1)
+    also: tuple[Any, ...] = ()  # values allowed besides the range ("rho", -1 = until stable)
+    meaning: str = ""  # what the value is, shown after the range
+
+    def describe(self) -> str:
+        kind = "an integer" if self.integer else "a number"
+        bounds = []
+        if self.low is not None:
+            bounds.append(f"{'>' if self.low_open else '>='} {self.low:g}")
+        if self.high is not None:
+            bounds.append(f"{'<' if self.high_open else '<='} {self.high:g}")
+        extra = "".join(f" or {value!r}" for value in self.also) + (" or null" if self.nullable else "")
+        return f"{kind}{' ' + ' and '.join(bounds) if bounds else ''}{extra}{f' ({self.meaning})' if self.meaning else ''}"
+
+    def accepts(self, value: Any) -> bool:
+        if value is None:
+            return self.nullable
+        if any(value == other and type(value) is type(other) for other in self.also):
+            return True
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return False
+        if self.integer and not isinstance(value, int):
+            return False
+        if isinstance(value, float) and not math.isfinite(value):
+            return False
+        if self.low is not None and (value < self.low or (self.low_open and value == self.low)):
+            return False
+        return self.high is None or (value < self.high if self.high_open else value <= self.high)
+
+
+@dataclass(frozen=True)
+class NumberList:
+    """A list of ``length`` numbers, each accepted by ``each``, not all zero when ``not_all_zero`` (weights)."""
+
+    length: int
+    each: Rule
+    not_all_zero: bool = True
+    meaning: str = ""
+
+    def describe(self) -> str:
+        zero = ", not all 0" if self.not_all_zero else ""
+        return f"a list of {self.length} numbers, each {self.each.describe()}{zero}{f' ({self.meaning})' if self.meaning else ''}"
+
+    def accepts(self, value: Any) -> bool:
+        if isinstance(value, str | bytes) or not isinstance(value, Sequence) or len(value) != self.length:
+            return False
+        if not all(self.each.accepts(item) for item in value):
+            return False
+        return not self.not_all_zero or any(item != 0 for item in value)
+
+
+def range_problems(block: Mapping[str, Any], ranges: Mapping[str, Rule | NumberList], where: str) -> list[str]:
+    """Each value of ``block`` (dotted keys into nested blocks) outside its declared range, as ``where.key=value: must be ...``."""
+    found = []
+    for dotted, rule in ranges.items():
+        node: Any = block
+        for part in dotted.split("."):
+            if not isinstance(node, Mapping) or part not in node:
+                break
+            node = node[part]
+        else:
+            if not rule.accepts(node):
+                found.append(f"{where}.{dotted}={node!r}: must be {rule.describe()}")
+    return found
 
 
 def check_config(block: Mapping[str, Any], where: str) -> None:
@@ -32,6 +116,11 @@ def check_config(block: Mapping[str, Any], where: str) -> None:
     except Exception as err:  # noqa: BLE001 - any import failure is a config error naming the key
         raise ConfigKeyError(f"{where}._target_={block.get('_target_')!r} cannot be imported: {err}") from err
     check_kwargs(target, block, where)
+    ranges = getattr(target, "CONFIG_RANGES", None)
+    if ranges:
+        bad = range_problems(block, ranges, where)
+        if bad:
+            raise ConfigKeyError("; ".join(bad))
 
 
 def check_kwargs(target: Callable[..., Any], kwargs: Mapping[str, Any], where: str) -> None:

@@ -16,7 +16,13 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from core.api import HarnessError
+
 log = logging.getLogger(__name__)
+
+
+class EmbedCacheError(HarnessError):
+    """The embedding cache file is not a usable SQLite database; the message names it and the fix."""
 
 
 @runtime_checkable
@@ -54,10 +60,22 @@ class SentenceEmbedder:
         self._cache: sqlite3.Connection | None = None
         if cache_path:
             Path(cache_path).parent.mkdir(parents=True, exist_ok=True)
-            self._cache = sqlite3.connect(cache_path, check_same_thread=False, timeout=60)
-            self._cache.execute("PRAGMA journal_mode=WAL")
-            self._cache.execute("CREATE TABLE IF NOT EXISTS vectors (key TEXT PRIMARY KEY, vec BLOB NOT NULL)")
+            try:
+                self._cache = sqlite3.connect(cache_path, check_same_thread=False, timeout=60)
+                self._cache.execute("PRAGMA journal_mode=WAL")
+                self._cache.execute("CREATE TABLE IF NOT EXISTS vectors (key TEXT PRIMARY KEY, vec BLOB NOT NULL)")
+            except sqlite3.DatabaseError as err:
+                raise EmbedCacheError(
+                    f"embedding cache {cache_path} cannot be used ({err}): delete the file (and its -wal/-shm files) to "
+                    "start a fresh cache, or point embedder.cache_path elsewhere"
+                ) from err
         self.dim = 384
+
+    def close(self) -> None:
+        """Close the cache file (the runner opens one just to check it before the run folder exists)."""
+        if self._cache is not None:
+            self._cache.close()
+            self._cache = None
 
     def _load(self):
         if self._model is None:

@@ -3,50 +3,17 @@
 ``benchmark.max_sessions=0`` used to ingest the whole conversation and ``max_questions=-1`` finished
 with no questions and exit 0; each such value now fails at start with the key and the allowed range.
 A rule applies only where its key exists in the composed config (benchmarks differ in their keys).
-The ``system.*`` blocks have their own schema (mosaic/ and baselines/ configs).
+The ``system.*`` blocks have their own schema: their constructor's signature and, where the class declares
+one, its ``CONFIG_RANGES`` table (core.config_check; MOSAIC's is mosaic/settings.py).
 """
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
 from typing import Any
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-
-@dataclass(frozen=True)
-class Rule:
-    """A number in [low, high]; ``integer`` refuses 2.5 and "abc"; ``nullable`` allows null (= no limit)."""
-
-    low: float | None = None
-    high: float | None = None
-    integer: bool = True
-    nullable: bool = False
-    low_open: bool = False  # low itself not allowed (timeouts: > 0)
-
-    def describe(self) -> str:
-        kind = "an integer" if self.integer else "a number"
-        bounds = []
-        if self.low is not None:
-            bounds.append(f"{'>' if self.low_open else '>='} {self.low:g}")
-        if self.high is not None:
-            bounds.append(f"<= {self.high:g}")
-        return f"{kind}{' ' + ' and '.join(bounds) if bounds else ''}{' or null' if self.nullable else ''}"
-
-    def accepts(self, value: Any) -> bool:
-        if value is None:
-            return self.nullable
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            return False
-        if self.integer and not isinstance(value, int):
-            return False
-        if isinstance(value, float) and not math.isfinite(value):
-            return False
-        if self.low is not None and (value < self.low or (self.low_open and value == self.low)):
-            return False
-        return self.high is None or value <= self.high
-
+from core.config_check import Rule
 
 COUNT = Rule(low=1)  # a count of things to use: at least one
 LIMIT = Rule(low=1, nullable=True)  # a slice limit: null = all, else at least one

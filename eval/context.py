@@ -18,7 +18,7 @@ from core.api import MemorySystem
 from eval.provenance import check_parsed, read_hashed
 from eval.rows import JsonlRows
 
-__all__ = ["Benchmark", "JsonlRows", "RunContext"]
+__all__ = ["Benchmark", "InputChecked", "JsonlRows", "RunContext"]
 
 
 @dataclass
@@ -68,3 +68,14 @@ class Benchmark(Protocol):
     @staticmethod
     def make_table(metrics: list[dict[str, Any]], convention: str | None = None) -> "Any":
         """Build this benchmark's paper-shaped table (a pandas DataFrame) from metrics.json dicts."""
+
+
+@runtime_checkable
+class InputChecked(Protocol):
+    """A benchmark that can read and check its inputs (data files, slice) without a system or an LLM.
+
+    The runner calls it before the run folder exists, so a missing file, a format error or a slice that
+    selects nothing fails with its one-line error (a HarnessError naming the file/key and the fix).
+    """
+
+    def check_inputs(self) -> None: ...

@@ -33,7 +33,7 @@ from core.atomic import write_json_atomic
 from core.api import HarnessError, LLMUsage
 from core.config_check import check_config
 from eval import config_checks
-from eval.context import RunContext
+from eval.context import InputChecked, RunContext
 from eval.loggers import client_usage, progress_hook
 from eval.provenance import Provenance, code_label, code_version, combined_input_hash, expected_inputs, input_hashes, same_code
 from eval.run_lock import LOCK_NAME, SIDECAR_NAME, RunLock
@@ -53,6 +53,8 @@ TRANSPORT_KEYS = ("cache_path", "verbosity", "flash_attn", "base_url", "api_key_
 # run.py's exit status when a run ended with failed rows or failed ingest (documented in the README); not 2
 # (a user's error, before any run folder) and not 1 (a crash)
 FAILURES_EXIT = 3
+# config blocks validate() checks against their constructors before the run folder exists
+CHECKED_BLOCKS = ("system", "benchmark", "embedder", "answerer", "llm", "judge.llm", "logger")
 
 
 class ConfigError(HarnessError, ValueError):
@@ -147,6 +149,14 @@ def validate(cfg: DictConfig) -> None:
     bad = config_checks.problems(cfg)
     if bad:
         raise ConfigError("; ".join(bad))
+    # each block against the constructor it builds (unknown keys, types) and its declared ranges (MOSAIC's:
+    # mosaic/settings.py), here, before any run folder, rather than when the object is built
+    for dotted in CHECKED_BLOCKS:
+        block = OmegaConf.select(cfg, dotted, default=None)
+        if isinstance(block, DictConfig) and "_target_" in block:
+            plain = OmegaConf.to_container(block, resolve=True)
+            assert isinstance(plain, dict)
+            check_config(plain, dotted)
 
 
 def atomic_write_json(path: Path, payload: dict[str, Any]) -> None:
@@ -220,14 +230,54 @@ def build_system(cfg: DictConfig, llm: Any, embedder: Any, run_dir: Path) -> Any
     return instantiate(system_cfg, llm=llm, embedder=embedder, workdir=str(workdir), _convert_="all")
 
 
+def check_inputs(cfg: DictConfig) -> None:
+    """Build what is cheap to build (the benchmark, the embedder: no model, no server, no LLM) and read the
+    inputs, so a bad data file, slice or cache file fails with its one-line error before the run folder exists.
+
+    The objects are dropped; the run builds its own. A benchmark that implements ``InputChecked``
+    parses its files and checks its slice here (a second parse of a file the run reads again: seconds).
+    """
+    benchmark = instantiate(cfg.benchmark, _convert_="all")
+    if isinstance(benchmark, InputChecked):
+        benchmark.check_inputs()
+    embedder = instantiate(cfg.embedder)
+    close = getattr(embedder, "close", None)
+    if callable(close):
+        close()
+
+
 def run(cfg: DictConfig, overrides: list[str] | None = None) -> dict[str, Any]:
     """Run the configured benchmark on the configured system and return metrics (also on disk)."""
     validate(cfg)
+    check_inputs(cfg)
     inputs = input_hashes(cfg)
     run_dir = run_dir_for(cfg, inputs)
-    with sigterm_unwinds(), RunLock(run_dir):
-        metrics = _run_locked(cfg, overrides, run_dir, inputs)
+    created = [p for p in [run_dir, *run_dir.parents] if not p.exists()]  # folders this call makes, deepest first
+    with sigterm_unwinds(), RunLock(run_dir):  # a folder another process holds fails here, before anything below
+        try:
+            metrics = _run_locked(cfg, overrides, run_dir, inputs)
+        except BaseException:
+            if created:
+                _remove_unstarted(run_dir, created)
+            raise
     return metrics
+
+
+def _remove_unstarted(run_dir: Path, created: list[Path]) -> None:
+    """A run folder this call created, left holding only its lock (nothing recorded: a failure before
+    provenance.json, e.g. an LLM that would not start, a missing API key or a full disk), is removed with
+    the empty parents this call made: no orphan folders. A folder with any record in it is kept for the
+    resume. Called while this process still holds the lock (nobody waits on it: RunLock never waits)."""
+    try:
+        left = {p.name for p in run_dir.iterdir()} if run_dir.is_dir() else set()
+        if left - {LOCK_NAME, SIDECAR_NAME}:
+            return
+        for name in left:
+            (run_dir / name).unlink(missing_ok=True)
+        for folder in created:  # deepest first
+            folder.rmdir()
+    except OSError:
+        pass  # another process made something here meanwhile: leave it
 
 
 def _run_locked(cfg: DictConfig, overrides: list[str] | None, run_dir: Path, inputs: dict[str, str]) -> dict[str, Any]:

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Callable, Literal
 
 from core.api import AddReport, ConflictEvent, LLMUsage, Retrieved, StoredItem, Turn
-from core.config_check import ConfigKeyError, check_kwargs
+from core.config_check import ConfigKeyError, check_kwargs, range_problems
 from core.embed import Embedder
 from core.llm import LLMClient, own_usage, usage_since
 from core.tally import Tally
@@ -38,6 +38,7 @@ from mosaic.entity import Entity
 from mosaic.extract import EntityExtractor
 from mosaic.gate import ClarificationItem, ConfidenceGate
 from mosaic.graph import ACTIVE_STATUSES, MemoryGraph
+from mosaic.settings import RANGES
 from mosaic.retrieval import Retriever
 from mosaic.scoring import NodeScorer
 from mosaic.store import MemoryStore, file_safe_name
@@ -143,6 +144,8 @@ class MosaicMemory:
     # A search updates its namespace's retriever counters and may rebuild its index: searches stay serialised.
     parallel_namespaces = True
     parallel_search = False
+    # every numeric setting's allowed range (mosaic/settings.py): core.config_check applies it to the system block
+    CONFIG_RANGES = RANGES
 
     def __init__(
         self,
@@ -163,12 +166,6 @@ class MosaicMemory:
         importance: Literal["rho"] | float = "rho",
         persist: bool = True,
     ) -> None:
-        if not 0.0 <= search_weight <= 1.0:
-            raise ConfigKeyError(f"system.search_weight={search_weight} must be in [0, 1]")
-        if search_pool_factor < 1 or search_pool_extra < 0:
-            raise ConfigKeyError(f"system.search_pool_factor={search_pool_factor} must be >= 1 and system.search_pool_extra={search_pool_extra} >= 0")
-        if importance != "rho" and not (isinstance(importance, (int, float)) and 0.0 <= float(importance) <= 1.0):
-            raise ConfigKeyError(f"system.importance={importance!r} must be 'rho' or a number in [0, 1]")
         self.name = name
         self.llm = llm
         self.embedder = embedder
@@ -179,9 +176,16 @@ class MosaicMemory:
         self.importance = importance
         self.make_conflict, self.make_scoring, self.make_retrieval = conflict, scoring, retrieval
         self.make_graph, self.make_communities = graph, communities
+        settings: dict[str, Any] = {"search_weight": search_weight, "search_pool_factor": search_pool_factor,
+                                    "search_pool_extra": search_pool_extra, "importance": importance}  # fmt: skip
         for block, make in (("extract", extract), ("gate", gate), ("conflict", conflict), ("scoring", scoring),
                             ("retrieval", retrieval), ("graph", graph), ("communities", communities)):  # fmt: skip
             _check_block(block, make)
+            settings[block] = make.keywords if isinstance(make, functools.partial) else {}
+        # the ranges of mosaic/settings.py: the runner checked them before the run folder; a direct build checks them too
+        out_of_range = range_problems(settings, RANGES, "system")
+        if out_of_range:
+            raise ConfigKeyError("; ".join(out_of_range))
         self.extractor: EntityExtractor = _built("extract", extract, llm=llm)
         self.gate: ConfidenceGate = _built("gate", gate, llm=llm)
         self._prototype = self._new_namespace()  # builds every per-namespace part once: bad config fails here

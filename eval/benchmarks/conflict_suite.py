@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from core.api import Turn
+from core.api import HarnessError, Turn
 
 CONFLICT_TYPES = ("numeric", "semantic", "logical")
 SPLITS = ("dev", "eval")
@@ -30,7 +30,7 @@ EVAL_SUITE_FINGERPRINTS: dict[str, str] = {
 }
 
 
-class SuiteFormatError(ValueError):
+class SuiteFormatError(HarnessError, ValueError):
     """The suite file breaks the format; the message names the file, case id and field."""
 
 
@@ -153,7 +153,7 @@ def suite_fingerprint(data: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(content, sort_keys=True, ensure_ascii=False, separators=(",", ":")).encode("utf-8")).hexdigest()
 
 
-class EvaluationSuiteError(ValueError):
+class EvaluationSuiteError(HarnessError, ValueError):
     """A calibration tool was handed an evaluation suite (by its split field or its content)."""
 
 

@@ -34,7 +34,8 @@ from eval.metrics import bleu1, bootstrap_ci, evidence_recall, format_ci, percen
 from eval.tables import FAILURES_COLUMN, failures_cell, format_pair, is_paper_configuration, row_label
 from eval.workers import Progress, Stage, SystemGuard, in_worker, run_stage, workers_of
 from core.llm import own_usage, usage_since
-from core.api import AddReport, LLMUsage, MemorySystem, Turn
+from core.api import AddReport, HarnessError, LLMUsage, MemorySystem, Turn
+from core.config_check import ConfigKeyError
 
 CONVENTIONS: dict[str, dict[int, str]] = {
     "locomo": {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"},
@@ -50,7 +51,7 @@ SESSION_TIME_FORMAT = "%I:%M %p on %d %B, %Y"  # "1:56 pm on 8 May, 2023"
 PAPER_REPORTED_OVERALL_JUDGE: dict[str, float] = {"mosaic": 89.35, "mem0": 62.14}
 
 
-class LoCoMoFormatError(ValueError):
+class LoCoMoFormatError(HarnessError, ValueError):
     """The dataset file is missing or malformed; the message names the file and the field or line."""
 
 
@@ -224,7 +225,9 @@ def pick_conversations(all_convs: list[Conversation], wanted: Sequence[int | str
         elif str(item) in by_id:
             picked.append(by_id[str(item)])
         else:
-            raise ValueError(f"benchmark.conversations: {item!r} is neither an index below {len(all_convs)} nor a sample_id")
+            raise ConfigKeyError(f"benchmark.conversations: {item!r} is neither an index below {len(all_convs)} nor a sample_id of the file "
+                                 f"(it has {len(all_convs)} conversations); pick indices 0..{len(all_convs) - 1} or sample ids such as "
+                                 f"{all_convs[0].sample_id if all_convs else 'conv-26'}")
     return picked
 
 
@@ -538,9 +541,16 @@ class LoCoMoBenchmark:
 
     def __post_init__(self) -> None:
         if self.convention not in CONVENTIONS:
-            raise ValueError(f"benchmark.convention: {self.convention!r}; choose one of {sorted(CONVENTIONS)}")
+            raise ConfigKeyError(f"benchmark.convention={self.convention!r}: choose one of {sorted(CONVENTIONS)}")
         if self.gold not in GOLD_MODES:
-            raise ValueError(f"benchmark.gold: {self.gold!r}; choose one of {list(GOLD_MODES)}")
+            raise ConfigKeyError(f"benchmark.gold={self.gold!r}: choose one of {list(GOLD_MODES)}")
+
+    def check_inputs(self) -> None:
+        """Parse the file and apply the slice (the runner calls this before the run folder exists)."""
+        self.episodes()
+        if self.gold == "audited_excluded" and not Path(self.audit_errata).is_file():
+            raise ConfigKeyError(f"benchmark.audit_errata={self.audit_errata}: not found, and benchmark.gold=audited_excluded needs it; "
+                                 "run `python scripts/download_data.py` (or --mirror DIR)")
 
     def episodes(self, ctx: RunContext | None = None) -> tuple[list[Episode], dict[str, int]]:
         """The slice; with ``ctx``, parsed from the bytes the run read and checked against its folder's identity."""

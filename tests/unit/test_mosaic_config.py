@@ -3,6 +3,7 @@ fails when the system is built (before any ingest), naming the key."""
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 
 import pytest
@@ -124,8 +125,8 @@ def test_the_conflict_switch_removes_the_detector(tmp_path):
         (["+system.retrieval.no_such_knob=1"], r"system\.retrieval\.no_such_knob: unknown key for mosaic\.retrieval\.Retriever"),
         (["+system.no_such_knob=1"], r"system\.no_such_knob: unknown key for mosaic\.memory\.MosaicMemory"),
         (["system.retrieval.lsh_tables=abc"], r"system\.retrieval\.lsh_tables='abc' does not fit"),
-        (["system.gate.weights=[1,2]"], r"system\.gate: gate\.weights needs 3 numbers"),
-        (["system.conflict.k=-1"], r"system\.conflict: conflict\.k=-1 must be >= 1"),
+        (["system.gate.weights=[1,2]"], r"system\.gate\.weights=\[1, 2\]: must be a list of 3 numbers"),
+        (["system.conflict.k=-1"], r"system\.conflict\.k=-1: must be an integer >= 1"),
         (["system.retrieval.mode=ivf"], r"system\.retrieval: retrieval\.mode must be one of"),
         (["system.importance=often"], r"system\.importance"),
         (["system.conflict.judge=proposed"], r"system\.conflict\.judge=proposed .* needs system\.extract\.held_facts >= 1"),
@@ -142,7 +143,7 @@ def test_a_wrong_key_or_value_fails_at_build_naming_the_key(tmp_path, overrides,
 
 def test_the_retriever_is_built_at_start(tmp_path):
     """A retrieval mistake that only the constructor sees fails before any ingest, not at the first search."""
-    with pytest.raises(REFUSED, match="system.retrieval: retrieval.hnsw_m=0 must be >= 1"):
+    with pytest.raises(REFUSED, match=r"system\.retrieval\.hnsw_m=0: must be an integer >= 1"):
         _build(["system.retrieval.hnsw_m=0"], tmp_path)
     with pytest.raises(REFUSED, match=r"system.retrieval: retrieval: lsh_tables\*lsh_bits = 24\*17 exceeds the vector size 384"):
         _build(["system.retrieval.lsh_bits=17"], tmp_path)
@@ -176,3 +177,87 @@ def test_the_paired_extraction_variant_pairs_turns_but_judges_each_check_alone(t
     assert detector.judge_min_similarity == 0.75
     default = _build([], tmp_path / "default")
     assert default._space("ns").detector.judge_min_similarity is None  # the paper's write path asks every check
+
+
+# -- ranges (mosaic/settings.py): every numeric value is checked from its meaning, at validation ---------------
+def _numeric(value: object) -> bool:
+    return (isinstance(value, (int, float)) and not isinstance(value, bool)) or isinstance(value, tuple)
+
+
+def test_every_numeric_mosaic_key_has_a_declared_range():
+    from mosaic.settings import RANGES
+
+    numeric = {key for key, value in NON_DEFAULT.items() if _numeric(value)}
+    assert len(numeric) > 60  # the table is not vacuous
+    assert numeric - set(RANGES) == set(), "numeric keys of conf/system/mosaic.yaml without a range"
+    assert set(RANGES) <= _yaml_keys()  # no range for a key that does not exist
+
+
+def test_shipped_and_test_values_are_in_range():
+    from core.config_check import range_problems
+    from mosaic.settings import RANGES
+
+    shipped = yaml.safe_load((CONF / "system" / "mosaic.yaml").read_text())
+    shipped["retrieval"]["seed"] = shipped["communities"]["seed"] = 0  # ${seed}
+    assert range_problems(shipped, RANGES, "system") == []
+    nested: dict = {}
+    for key, value in NON_DEFAULT.items():
+        block, _, inner = key.rpartition(".")
+        (nested.setdefault(block, {}) if block else nested)[inner] = list(value) if isinstance(value, tuple) else value
+    assert range_problems(nested, RANGES, "system") == []
+
+
+def _validate(overrides: list[str]):
+    from eval.runner import validate
+    from tests.hydra_config import compose_config
+
+    validate(compose_config(["benchmark=conflict", "llm=openai_compat", "llm.base_url=http://127.0.0.1:9", "llm.model=m", *overrides]))
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("system.extract.max_entities=0", r"system\.extract\.max_entities=0: must be an integer >= 1"),
+        ("system.conflict.threshold=-3", r"system\.conflict\.threshold=-3: must be a number >= 0 and <= 1"),
+        ("system.conflict.threshold=1.5", r"system\.conflict\.threshold=1\.5: must be a number >= 0 and <= 1"),
+        ("system.gate.new_value_prior=2", r"system\.gate\.new_value_prior=2: must be a number >= 0 and <= 1"),
+        ("system.scoring.alpha=-0.1", r"system\.scoring\.alpha=-0\.1: must be a number >= 0"),
+        ("system.gate.weights=[-1,1,1]", r"system\.gate\.weights=\[-1, 1, 1\]: must be a list of 3 numbers, each a number >= 0"),
+        ("system.gate.weights=[0,0,0]", r"not all 0"),
+        ("system.scoring.damping=1", r"system\.scoring\.damping=1: must be a number > 0 and < 1"),
+        ("system.retrieval.top_k=0", r"system\.retrieval\.top_k=0: must be an integer >= 1"),
+        ("system.communities.n_iterations=0", r"system\.communities\.n_iterations=0: must be an integer >= 1 or -1"),
+        ("system.importance=1.5", r"system\.importance=1\.5: must be a number >= 0 and <= 1 or 'rho'"),
+    ],
+)
+def test_out_of_range_values_fail_at_validation_naming_key_and_range(override, message):
+    """validate() runs before the run folder exists (eval.runner.run), so these cost nothing and leave nothing."""
+    with pytest.raises(ConfigKeyError, match=message):
+        _validate(["system=mosaic", override])
+
+
+def test_each_bound_of_the_table_is_enforced_just_outside_it():
+    """Generated from the table: one value just below each lower bound and just above each upper bound fails."""
+    from core.config_check import Rule
+    from mosaic.settings import RANGES
+
+    from omegaconf import OmegaConf
+
+    from eval.runner import validate
+    from tests.hydra_config import compose_config
+
+    base = compose_config(["system=mosaic", "benchmark=conflict", "llm=openai_compat", "llm.base_url=http://127.0.0.1:9", "llm.model=m"])
+    validate(base)  # the shipped values pass
+    tried = 0
+    for key, rule in RANGES.items():
+        if not isinstance(rule, Rule):
+            continue
+        step = 1 if rule.integer else 0.5
+        outside = [rule.low - step if rule.low is not None else None, rule.high + step if rule.high is not None else None]
+        for value in [v for v in outside if v is not None and v not in rule.also]:
+            cfg = copy.deepcopy(base)
+            OmegaConf.update(cfg, f"system.{key}", value)
+            with pytest.raises(ConfigKeyError, match=rf"system\.{key}="):
+                validate(cfg)
+            tried += 1
+    assert tried > 60

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from core.api import AddReport, Inspectable, MemorySystem, StoredItem, Turn
+from core.config_check import ConfigKeyError
 from eval.benchmarks.halumem.clarify import CLARIFY_TABLES, clarify_metrics, clarify_session
 from eval.benchmarks.halumem.data import HUB_REPO, HaluMemUser, Session, halumem_time_to_iso, load_halumem_hub, load_halumem_jsonl
 from eval.benchmarks.halumem.judge import HaluMemJudge, Verdict
@@ -110,6 +111,15 @@ class HaluMemBenchmark:
                 users = users[: self.limit_users]
             self._users = users
         return self._users
+
+    def check_inputs(self) -> None:
+        """Settings and the local file (parsed; the hub copy is fetched by the run): before the run folder exists."""
+        if self.clarify not in ("off", "oracle"):
+            raise ConfigKeyError(f"benchmark.clarify={self.clarify!r}: must be off or oracle")
+        if self.extraction_source not in ("auto", "inspect", "report", "none"):
+            raise ConfigKeyError(f"benchmark.extraction_source={self.extraction_source!r}: must be auto, inspect, report or none")
+        if self.path:
+            load_halumem_jsonl(self.path)
 
     def _extraction_mode(self, system: MemorySystem) -> str:
         mode = self.extraction_source

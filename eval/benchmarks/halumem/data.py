@@ -16,6 +16,8 @@ from typing import Any, Iterable
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
 
+from core.api import HarnessError
+
 HUB_REPO = "IAAR-Shanghai/HaluMem"
 HUB_FILES = {"Medium": "HaluMem-Medium.jsonl", "Long": "HaluMem-Long.jsonl"}
 TIME_FORMAT = "%b %d, %Y, %H:%M:%S"
@@ -100,7 +102,11 @@ USER_SCHEMA: dict[str, Any] = {
 _VALIDATOR = Draft202012Validator(USER_SCHEMA)
 
 
-class HaluMemSchemaError(ValueError):
+class HaluMemFileMissing(HarnessError, FileNotFoundError):
+    """The HaluMem file named by benchmark.path does not exist."""
+
+
+class HaluMemSchemaError(HarnessError, ValueError):
     """A line of a HaluMem file does not follow the published schema; names file, line, user and field."""
 
 
@@ -235,7 +241,7 @@ def load_halumem_jsonl(path: str | Path, content: bytes | None = None) -> list[H
     run); the first bad line fails with its user and field."""
     path = Path(path)
     if content is None and not path.is_file():
-        raise FileNotFoundError(f"HaluMem file not found: {path} (see docs/halumem.md for how to get it)")
+        raise HaluMemFileMissing(f"HaluMem file not found: {path} (benchmark.path; see docs/halumem.md for how to get it)")
     users: list[HaluMemUser] = []
     with path.open(encoding="utf-8") if content is None else io.StringIO(content.decode("utf-8"), newline=None) as handle:
         for line_no, line in enumerate(handle, 1):
