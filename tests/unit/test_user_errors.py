@@ -116,3 +116,22 @@ def test_a_full_disk_names_the_file_and_leaves_no_run_folder(workspace):
     done = run_py(workspace, locomo(workspace), runner=DISK_FULL_RUNNER)
     line = assert_one_line_exit_2(done, workspace["results"], "provenance.json", "no space left", "free space")
     assert line.startswith("error (DiskFullError)")
+
+
+def test_a_failed_start_removes_only_a_folder_it_made_that_holds_nothing_but_its_lock(tmp_path):
+    from eval.run_lock import LOCK_NAME, SIDECAR_NAME
+    from eval.runner import _remove_unstarted
+
+    fresh = tmp_path / "runs" / "locomo" / "rag" / "abc"
+    fresh.mkdir(parents=True)
+    (fresh / LOCK_NAME).write_text("")
+    (fresh / SIDECAR_NAME).write_text("{}")
+    _remove_unstarted(fresh, [fresh, fresh.parent, fresh.parent.parent, tmp_path / "runs"])
+    assert not (tmp_path / "runs").exists()  # the folder and the empty parents this call made
+
+    started = tmp_path / "other" / "abc"
+    started.mkdir(parents=True)
+    (started / LOCK_NAME).write_text("")
+    (started / "provenance.json").write_text("{}")  # a record: the resume needs it
+    _remove_unstarted(started, [started, started.parent])
+    assert (started / "provenance.json").exists()
