@@ -135,3 +135,12 @@ def test_a_failed_start_removes_only_a_folder_it_made_that_holds_nothing_but_its
     (started / "provenance.json").write_text("{}")  # a record: the resume needs it
     _remove_unstarted(started, [started, started.parent])
     assert (started / "provenance.json").exists()
+
+
+def test_an_unusable_llm_cache_found_after_the_lock_still_leaves_no_run_folder(workspace):
+    """The LLM client is built after the run folder is locked (starting a local server is not cheap); a failure
+    there, before anything is recorded, removes the folder this call made."""
+    (workspace["tmp"] / "cache").mkdir()
+    (workspace["tmp"] / "cache" / "llm_cache.sqlite").write_bytes(b"")
+    done = run_py(workspace, locomo(workspace))
+    assert_one_line_exit_2(done, workspace["results"], "llm_cache.sqlite is an empty (0-byte) file", "delete it")
