@@ -8,9 +8,10 @@ annotation (checked with pydantic in lax mode, so 5 fits ``float`` and "abc" doe
 Blocks nested in a block (a ``_target_`` of their own) are checked against their own target.
 
 Types say nothing about meaning (``max_entities=0`` is an int): a target may declare
-``CONFIG_RANGES``, a table of dotted key -> ``Rule`` (or ``NumberList``), and every value of its
-block is checked against it here, so a range lives in one place and fails, naming the key and the
-allowed range, before any work.
+``CONFIG_RANGES``, a table of dotted key -> ``Rule`` (or ``NumberList``, ``Choice``), and every value
+of its block is checked against it here, so a range lives in one place and fails, naming the key and
+the allowed range, before any work. ``CONFIG_RULES`` (block -> list of problems) holds the rules that
+tie several keys together (a mode that needs another switch).
 """
 
 from __future__ import annotations
@@ -92,7 +93,20 @@ class NumberList:
         return not self.not_all_zero or any(item != 0 for item in value)
 
 
-def range_problems(block: Mapping[str, Any], ranges: Mapping[str, Rule | NumberList], where: str) -> list[str]:
+@dataclass(frozen=True)
+class Choice:
+    """One of a fixed set of values (a mode name)."""
+
+    values: tuple[Any, ...]
+
+    def describe(self) -> str:
+        return f"one of {list(self.values)}"
+
+    def accepts(self, value: Any) -> bool:
+        return value in self.values
+
+
+def range_problems(block: Mapping[str, Any], ranges: Mapping[str, Rule | NumberList | Choice], where: str) -> list[str]:
     """Each value of ``block`` (dotted keys into nested blocks) outside its declared range, as ``where.key=value: must be ...``."""
     found = []
     for dotted, rule in ranges.items():
@@ -117,10 +131,12 @@ def check_config(block: Mapping[str, Any], where: str) -> None:
         raise ConfigKeyError(f"{where}._target_={block.get('_target_')!r} cannot be imported: {err}") from err
     check_kwargs(target, block, where)
     ranges = getattr(target, "CONFIG_RANGES", None)
-    if ranges:
-        bad = range_problems(block, ranges, where)
-        if bad:
-            raise ConfigKeyError("; ".join(bad))
+    bad = range_problems(block, ranges, where) if ranges else []
+    rules = getattr(target, "CONFIG_RULES", None)
+    if not bad and callable(rules):  # combinations only once every value is in range
+        bad = list(rules(block))
+    if bad:
+        raise ConfigKeyError("; ".join(bad))
 
 
 def check_kwargs(target: Callable[..., Any], kwargs: Mapping[str, Any], where: str) -> None:

@@ -38,7 +38,7 @@ from mosaic.entity import Entity
 from mosaic.extract import EntityExtractor
 from mosaic.gate import ClarificationItem, ConfidenceGate
 from mosaic.graph import ACTIVE_STATUSES, MemoryGraph
-from mosaic.settings import RANGES
+from mosaic.settings import RANGES, combination_problems
 from mosaic.retrieval import Retriever
 from mosaic.scoring import NodeScorer
 from mosaic.store import MemoryStore, file_safe_name
@@ -146,6 +146,7 @@ class MosaicMemory:
     parallel_search = False
     # every numeric setting's allowed range (mosaic/settings.py): core.config_check applies it to the system block
     CONFIG_RANGES = RANGES
+    CONFIG_RULES = staticmethod(combination_problems)  # settings that cannot run together
 
     def __init__(
         self,
@@ -183,16 +184,12 @@ class MosaicMemory:
             _check_block(block, make)
             settings[block] = make.keywords if isinstance(make, functools.partial) else {}
         # the ranges of mosaic/settings.py: the runner checked them before the run folder; a direct build checks them too
-        out_of_range = range_problems(settings, RANGES, "system")
-        if out_of_range:
-            raise ConfigKeyError("; ".join(out_of_range))
+        bad = range_problems(settings, RANGES, "system") or combination_problems(settings)
+        if bad:
+            raise ConfigKeyError("; ".join(bad))
         self.extractor: EntityExtractor = _built("extract", extract, llm=llm)
         self.gate: ConfidenceGate = _built("gate", gate, llm=llm)
         self._prototype = self._new_namespace()  # builds every per-namespace part once: bad config fails here
-        detector = self._prototype.detector
-        if detector is not None and detector.judge == "proposed" and self.extractor.held_facts < 1:
-            raise ConfigKeyError("system.conflict.judge=proposed confirms clashes the extraction call proposes, so it needs "
-                                 "system.extract.held_facts >= 1 (ablation=fused_conflict sets both)")
         try:
             self._prototype.retriever.check_dim(int(embedder.dim))
         except ValueError as err:

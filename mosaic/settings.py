@@ -6,12 +6,23 @@ place the ranges live. ``MosaicMemory.CONFIG_RANGES`` points here, so core.confi
 ``system`` block against it when the runner validates a config (before any run folder exists) and again
 when the system is built; a value outside its range fails with one line naming the key and the range.
 Keys are dotted paths inside the ``system`` block; a key absent from the block (a variant's file leaves
-it out) is not checked. Switches (true/false) and mode names are checked by the constructors' types.
+it out) is not checked. Switches (true/false) are checked by the constructors' types.
+
+``combination_problems`` holds the rules that tie keys together (a mode that needs another setting);
+``MosaicMemory.CONFIG_RULES`` points to it, so they too fail before the run folder. The constructors keep
+their own checks as a backstop for objects built directly (tests, benchmarks scripts).
 """
 
 from __future__ import annotations
 
-from core.config_check import NumberList, Rule
+import inspect
+from collections.abc import Mapping
+from typing import Any
+
+from core.config_check import Choice, NumberList, Rule
+from mosaic.conflict import ConflictDetector
+from mosaic.extract import EntityExtractor
+from mosaic.retrieval import MODES as RETRIEVAL_MODES
 
 COUNT = Rule(low=1)  # how many of something to use: at least one
 TOKENS = Rule(low=1, meaning="a token cap")
@@ -23,7 +34,7 @@ WEIGHT = Rule(low=0, integer=False)  # a non-negative weight of a mixture
 POSITIVE = Rule(low=0, integer=False, low_open=True)
 SEED = Rule(low=0)
 
-RANGES: dict[str, Rule | NumberList] = {
+RANGES: dict[str, Rule | NumberList | Choice] = {
     # the memory itself
     "search_weight": Rule(low=0, high=1, integer=False, meaning="share of the node score in the search rank"),
     "search_pool_factor": COUNT,
@@ -71,6 +82,7 @@ RANGES: dict[str, Rule | NumberList] = {
     "scoring.drift_tolerance": POSITIVE,
     "scoring.push_epsilon": POSITIVE,
     # retrieval
+    "retrieval.mode": Choice(RETRIEVAL_MODES),
     "retrieval.top_k": COUNT,
     "retrieval.lsh_tables": COUNT,
     "retrieval.lsh_bits": Rule(low=1, high=40, nullable=True, meaning="bits per table; null: chosen from community size"),
@@ -103,3 +115,36 @@ RANGES: dict[str, Rule | NumberList] = {
     "communities.local_from_nodes": SIZE,
     "communities.backstop_rerun_fraction": POSITIVE,
 }  # fmt: skip
+
+
+# the class whose signature gives a block key's default when the config leaves the key out
+_DEFAULTS_FROM = {"extract": EntityExtractor, "conflict": ConflictDetector}
+
+
+def _setting(block: Mapping[str, Any], part: str, key: str) -> Any:
+    node = block.get(part) or {}
+    if key in node:
+        return node[key]
+    return inspect.signature(_DEFAULTS_FROM[part]).parameters[key].default
+
+
+def combination_problems(block: Mapping[str, Any]) -> list[str]:
+    """Settings that are each in range but cannot run together, as ``system.key=value ...: fix`` lines."""
+    found = []
+    held_facts, turns = _setting(block, "extract", "held_facts"), _setting(block, "extract", "turns_per_call")
+    enabled, judge = _setting(block, "conflict", "enabled"), _setting(block, "conflict", "judge")
+    if enabled and judge == "proposed" and held_facts < 1:
+        found.append("system.conflict.judge=proposed confirms clashes the extraction call proposes, so it needs "
+                     "system.extract.held_facts >= 1 (ablation=fused_conflict sets both)")  # fmt: skip
+    if turns > 1 and held_facts > 0:
+        found.append(f"system.extract.turns_per_call={turns} with system.extract.held_facts={held_facts}: cannot be combined "
+                     "yet (the group prompt shows no held facts); set one of them back (1 / 0)")  # fmt: skip
+    mode, explain, batch = (_setting(block, "conflict", key) for key in ("mode", "explain", "batch"))
+    if batch and (mode != "nli" or explain):
+        found.append(f"system.conflict.batch=true needs system.conflict.mode=nli and system.conflict.explain=false (got "
+                     f"mode={mode}, explain={explain}): a batched call reads one label per check")  # fmt: skip
+    floor, gate = _setting(block, "conflict", "min_similarity"), _setting(block, "conflict", "judge_min_similarity")
+    if gate is not None and gate < floor:
+        found.append(f"system.conflict.judge_min_similarity={gate} is below system.conflict.min_similarity={floor}: it "
+                     "would never skip a call (null switches it off)")  # fmt: skip
+    return found

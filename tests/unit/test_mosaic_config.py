@@ -127,11 +127,11 @@ def test_the_conflict_switch_removes_the_detector(tmp_path):
         (["system.retrieval.lsh_tables=abc"], r"system\.retrieval\.lsh_tables='abc' does not fit"),
         (["system.gate.weights=[1,2]"], r"system\.gate\.weights=\[1, 2\]: must be a list of 3 numbers"),
         (["system.conflict.k=-1"], r"system\.conflict\.k=-1: must be an integer >= 1"),
-        (["system.retrieval.mode=ivf"], r"system\.retrieval: retrieval\.mode must be one of"),
+        (["system.retrieval.mode=ivf"], r"system\.retrieval\.mode='ivf': must be one of \['dual', 'exact', 'hnsw'\]"),
         (["system.importance=often"], r"system\.importance"),
         (["system.conflict.judge=proposed"], r"system\.conflict\.judge=proposed .* needs system\.extract\.held_facts >= 1"),
-        (["ablation=batched_writes", "system.extract.held_facts=2"], r"system\.extract: extract\.turns_per_call > 1 and extract\.held_facts > 0 cannot be combined"),
-        (["system.conflict.batch=true", "system.conflict.mode=pick"], r"system\.conflict: conflict\.batch=true needs conflict\.mode=nli"),
+        (["ablation=batched_writes", "system.extract.held_facts=2"], r"system\.extract\.turns_per_call=2 with system\.extract\.held_facts=2: cannot be combined"),
+        (["system.conflict.batch=true", "system.conflict.mode=pick"], r"system\.conflict\.batch=true needs system\.conflict\.mode=nli"),
         (["system=rag", "+system.no_such_knob=1"], r"system\.no_such_knob: unknown key for baselines\.rag\.RagMemory"),
         (["system=full_context", "system.chars_per_token=many"], r"system\.chars_per_token='many' does not fit"),
     ],
@@ -261,3 +261,18 @@ def test_each_bound_of_the_table_is_enforced_just_outside_it():
                 validate(cfg)
             tried += 1
     assert tried > 60
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (["system.conflict.judge=proposed"], r"system\.conflict\.judge=proposed .* needs system\.extract\.held_facts >= 1"),
+        (["ablation=batched_writes", "system.extract.held_facts=2"], r"system\.extract\.turns_per_call=2 with system\.extract\.held_facts=2"),
+        (["system.conflict.batch=true", "system.conflict.explain=true"], r"system\.conflict\.batch=true needs .*explain=True"),
+        (["system.conflict.judge_min_similarity=0.1"], r"judge_min_similarity=0\.1 is below system\.conflict\.min_similarity=0\.2"),
+    ],
+)
+def test_settings_that_cannot_run_together_fail_at_validation(overrides, message):
+    with pytest.raises(ConfigKeyError, match=message):
+        _validate(["system=mosaic", *overrides])
+    _validate(["system=mosaic", "ablation=fused_conflict"])  # the variant that sets both keys passes

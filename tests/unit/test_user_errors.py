@@ -73,6 +73,8 @@ def locomo(workspace: dict[str, Path]) -> list[str]:
         (["benchmark.conversations=[99]"], ["benchmark.conversations: 99", "pick indices 0..1"]),
         (["system=mosaic", "system.extract.max_entities=0"], ["system.extract.max_entities=0", "must be an integer >= 1"]),
         (["system=mosaic", "system.conflict.threshold=-3"], ["system.conflict.threshold=-3", "must be a number >= 0 and <= 1"]),
+        (["system=mosaic", "system.conflict.judge=proposed"], ["system.conflict.judge=proposed", "held_facts >= 1"]),
+        (["system=mosaic", "system.retrieval.mode=ivf"], ["system.retrieval.mode='ivf'", "must be one of"]),
     ],
 )
 def test_config_errors_are_one_line_exit_2_before_any_run_folder(workspace, overrides, needles):
