@@ -12,7 +12,9 @@ Replay is exact because a key covers model, messages, sampling and schema (core/
 a changed prompt misses and is asked again.
 
 Export writes one JSON line per entry, sorted by key, gzip with a fixed mtime and no file name in its header, so the same cache
-gives the same bytes. Import never overwrites an entry the target already holds.
+gives the same bytes. Import never overwrites an entry the target already holds, reads the whole archive
+first (gzip's CRC then refuses a changed byte before anything is stored) and stores each entry with its
+checksum (core/llm/cache.py), so every later read of it is checked too.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import gzip
 import io
 import json
 import sys
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -63,14 +66,18 @@ def archive_entries(archive: Path) -> Iterator[tuple[str, Any]]:
 
 
 def _read_entries(archive: Path) -> Iterator[tuple[str, Any]]:
-    with gzip.open(archive, "rt", encoding="utf-8") as lines:
-        for number, line in enumerate(lines, 1):
-            try:
-                entry = json.loads(line)
-                key, value = entry["key"], entry["value"]
-            except (json.JSONDecodeError, KeyError, TypeError) as err:
-                raise SystemExit(f"{archive} line {number} is not a cache entry ({err}): re-export it with `export`") from err
-            yield key, value
+    try:  # whole, before anything is stored: gzip checks its CRC at the end, so a changed byte fails here
+        with gzip.open(archive, "rt", encoding="utf-8") as packed:
+            lines = packed.readlines()
+    except (OSError, EOFError, UnicodeDecodeError, zlib.error) as err:
+        raise SystemExit(f"{archive} is damaged ({err}): fetch it again (git checkout -- {archive}) or re-export it") from err
+    for number, line in enumerate(lines, 1):
+        try:
+            entry = json.loads(line)
+            key, value = entry["key"], entry["value"]
+        except (json.JSONDecodeError, KeyError, TypeError) as err:
+            raise SystemExit(f"{archive} line {number} is not a cache entry ({err}): re-export it with `export`") from err
+        yield key, value
 
 
 def import_cache(archive: Path, cache_dir: Path) -> tuple[int, int]:

@@ -91,3 +91,15 @@ def test_published_archive_imports_checksummed_and_replays_every_entry(tmp_path)
         assert all(cache.get(key) == value for key, value in published.items())
     finally:
         cache.close()
+
+
+def test_a_changed_byte_in_an_archive_stores_nothing_and_names_the_archive(tmp_path):
+    _fill(tmp_path / "a", ENTRIES)
+    archive = tmp_path / "a.jsonl.gz"
+    archive_tool.export_cache(tmp_path / "a", archive)
+    packed = bytearray(archive.read_bytes())
+    packed[len(packed) // 2] ^= 0x01  # one bit inside the compressed replies
+    archive.write_bytes(bytes(packed))
+    with pytest.raises(SystemExit, match=r"a\.jsonl\.gz (is damaged|line \d+ is not a cache entry)"):
+        archive_tool.import_cache(archive, tmp_path / "b")
+    assert _read(tmp_path / "b") == {}  # nothing half-imported
