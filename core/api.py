@@ -17,13 +17,34 @@ ConflictType = Literal["numeric", "semantic", "logical", "unknown"]
 
 
 @dataclass(frozen=True)
+class OracleFact:
+    """One gold extraction a benchmark ships (HaluMem's memory point, LoCoMo's session observation).
+
+    The oracle-extractor study (docs/halumem.md) hands these to a system in place of its own extraction
+    LLM call; a benchmark attaches them to ``Turn.oracle_facts`` only when the run asks for them
+    (``benchmark.oracle_facts: true``). They are what was said, never a question's gold answer.
+    """
+
+    fact_id: str  # stable gold id within the benchmark item (HaluMem "<session>:p<index>", LoCoMo "session_<N>:obs<k>")
+    text: str
+    subject: str = ""  # whose fact, when the benchmark says (HaluMem: the user; LoCoMo: the observation's speaker)
+    memory_type: str | None = None  # the benchmark's own label, verbatim (HaluMem "Persona Memory"); None when it has none
+    source_turn_ids: tuple[str, ...] = ()  # the turns the benchmark cites as its evidence (LoCoMo D<s>:<t>); () when none
+
+
+@dataclass(frozen=True)
 class Turn:
-    """One utterance as it enters memory. ``turn_id`` is LoCoMo's ``dia_id`` (or the suite's id)."""
+    """One utterance as it enters memory. ``turn_id`` is LoCoMo's ``dia_id`` (or the suite's id).
+
+    ``oracle_facts``: the benchmark's gold extractions that arrive with this turn, attached only in an
+    oracle run (``benchmark.oracle_facts``); a system that does not read them ignores them.
+    """
 
     turn_id: str
     speaker: str
     text: str
     session_time: str | None = None  # ISO-8601 date-time of the session, when known
+    oracle_facts: tuple[OracleFact, ...] = ()
 
 
 @dataclass
@@ -49,6 +70,9 @@ class ConflictEvent:
     new_source_turn_ids: list[str] = field(default_factory=list)
     old_source_turn_ids: list[str] = field(default_factory=list)
     old_memory_id: str | None = None
+    # oracle runs: the OracleFact ids the two items were made from (None for a model-extracted item)
+    new_fact_id: str | None = None
+    old_fact_id: str | None = None
 
 
 @dataclass
@@ -58,6 +82,7 @@ class StoredItem:
     memory_id: str
     text: str
     source_turn_ids: list[str] = field(default_factory=list)
+    fact_id: str | None = None  # oracle runs: the OracleFact it was made from (None when model-extracted)
 
 
 @dataclass

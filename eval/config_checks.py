@@ -9,8 +9,10 @@ one, its ``CONFIG_RANGES`` table (core.config_check; MOSAIC's is mosaic/settings
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
+from hydra.utils import get_class
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from core.config_check import Rule
@@ -59,6 +61,33 @@ def problems(cfg: DictConfig) -> list[str]:
         if present and not isinstance(value, bool):
             found.append(f"{key}={value!r}: must be true or false")
     found += _list_problems(cfg)
+    found += _oracle_problems(cfg)
+    return found
+
+
+def _parameters(target: str) -> set[str]:
+    """Constructor parameter names of a ``_target_`` class (empty when it cannot be imported: instantiate says why)."""
+    try:
+        return set(inspect.signature(get_class(target)).parameters)
+    except Exception:  # an unimportable target is reported by validate/instantiate with its own message
+        return {"oracle_facts"}
+
+
+def _oracle_problems(cfg: DictConfig) -> list[str]:
+    """A system told to read the benchmark's gold facts needs a benchmark that attaches them (else it would
+    silently store nothing): ``system.extract.source=oracle`` (MOSAIC) or ``system.source=oracle`` (rag)."""
+    found = []
+    present, wanted = _get(cfg, "benchmark.oracle_facts")
+    target = OmegaConf.select(cfg, "benchmark._target_", default=None)
+    if present and target and "oracle_facts" not in _parameters(str(target)):
+        found.append(f"benchmark.oracle_facts={wanted!r}: benchmark {OmegaConf.select(cfg, 'benchmark.name')!r} ships no gold facts "
+                     "to attach; the oracle rows (ablation=oracle_extractor, ablation=oracle_facts) run on halumem and locomo")  # fmt: skip
+    for key in ("system.extract.source", "system.source"):
+        present, value = _get(cfg, key)
+        if present and value == "oracle" and _get(cfg, "benchmark.oracle_facts") != (True, True):
+            found.append(f"{key}=oracle reads the benchmark's gold facts, but benchmark.oracle_facts is not true: "
+                         "use ablation=oracle_extractor (MOSAIC) or ablation=oracle_facts (rag), or set benchmark.oracle_facts=true "
+                         "with a benchmark that has gold facts (halumem, locomo)")  # fmt: skip
     return found
 
 

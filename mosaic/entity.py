@@ -34,6 +34,7 @@ class Entity:
     belief: dict[str, float] = field(default_factory=dict)  # candidate value -> probability
     history: list[dict[str, Any]] = field(default_factory=list)  # earlier values, with why they changed
     status: Literal["active", "superseded", "flagged", "queued"] = "active"
+    fact_id: str | None = None  # oracle extractor: the benchmark's gold fact it was made from (None: LLM-extracted)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

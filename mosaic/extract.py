@@ -30,11 +30,15 @@ from core.api import Turn
 from core.llm import LLMClient, LLMError, LLMOutputError
 from core.tally import Tally
 from mosaic.entity import Entity
+from mosaic.oracle import oracle_entity
 from mosaic.values import count_pattern, count_word
 
 log = logging.getLogger(__name__)
 
 ENTITY_TYPES = ("event", "persona", "relationship")
+# Where a turn's entities come from: "model", the extraction LLM call (the paper's MOSAIC and every published
+# row), or "oracle", the gold facts the benchmark attached to the turn (mosaic.oracle; issue 39).
+EXTRACTION_SOURCES = ("model", "oracle")
 DIRECTNESS = {"stated": 1.0, "implied": 0.6, "hedged": 0.3}
 SPECIFICITY = {"exact": 1.0, "approximate": 0.6, "vague": 0.3}
 
@@ -295,6 +299,9 @@ class EntityExtractor:
 
     ``turns_per_call`` > 1 (write-cost variant, off by default): the caller hands up to that many
     consecutive turns of one session to ``extract_group``, which extracts them in one LLM call.
+
+    ``source="oracle"`` (the oracle-extractor study, off by default): no LLM call; a turn's entities are
+    the gold facts attached to it (``Turn.oracle_facts``), built by mosaic.oracle's rules.
     """
 
     def __init__(
@@ -307,8 +314,14 @@ class EntityExtractor:
         copy_margin: float = 0.5,
         held_facts: int = 0,
         turns_per_call: int = 1,
+        source: str = "model",
     ) -> None:
         self.llm = llm
+        if source not in EXTRACTION_SOURCES:
+            raise ValueError(f"extract.source={source!r} must be one of {list(EXTRACTION_SOURCES)} (model: the LLM call; oracle: the benchmark's gold facts)")
+        self.source = source
+        if source == "oracle" and held_facts:
+            raise ValueError("extract.source=oracle and extract.held_facts > 0 cannot be combined: the clash proposal is part of the LLM call the oracle replaces")
         self.max_entities = int(max_entities)
         self.max_tokens = int(max_tokens)
         self.context_chars = int(context_chars)
@@ -329,6 +342,7 @@ class EntityExtractor:
             "turns", "calls_failed", "entities", "dropped_empty", "dropped_duplicate", "dropped_from_previous",
             "dropped_from_memory", "dropped_over_cap", "fixed_subject", "fixed_label", "times_resolved",
             "times_unresolved", "turns_with_held_facts", "proposed_clashes", "group_calls", "dropped_bad_msg",
+            "oracle_facts",
         ))  # shared by namespaces that run.workers may write at once
 
     def messages(
@@ -352,6 +366,8 @@ class EntityExtractor:
         ``held``: texts of held facts to show (only with ``held_facts`` > 0; at most that many are shown)."""
         self.stats.add("turns")
         session_time = session_time or turn.session_time
+        if self.source == "oracle":
+            return self._from_oracle(turn, session_time)
         held = list(held or [])[: self.held_facts]
         if held:
             self.stats.add("turns_with_held_facts")
@@ -385,8 +401,8 @@ class EntityExtractor:
         cleans them, with the turn before it as the previous message (``previous`` for the first), so a fact
         of message 2 that restates message 1 is dropped, and at most ``max_entities`` are kept per turn.
         An LLM failure yields one result with ``failures=1`` per turn and one counted failed call."""
-        if len(turns) <= 1:
-            return [self.extract(turn, session_time, previous=previous) for turn in turns]
+        if len(turns) <= 1 or self.source == "oracle":
+            return [self.extract(turn, session_time, previous=previous if i == 0 else turns[i - 1]) for i, turn in enumerate(turns)]
         self.stats.add("turns", len(turns))
         self.stats.add("group_calls")
         prompt_time = session_time or turns[0].session_time
@@ -413,6 +429,24 @@ class EntityExtractor:
             self._clean(per_turn[i], turn, session_time or turn.session_time, previous if i == 0 else turns[i - 1])
             for i, turn in enumerate(turns)
         ]
+
+    def _from_oracle(self, turn: Turn, session_time: str | None) -> ExtractionResult:
+        """The gold facts attached to ``turn`` as entities (mosaic.oracle), in the benchmark's order; no LLM call."""
+        session = parse_session_time(session_time)
+        said_at = session.isoformat() if session is not None else session_time
+        result = ExtractionResult()
+        for fact in turn.oracle_facts:
+            text = " ".join(fact.text.split())
+            if not text:
+                self.stats.add("dropped_empty")
+                continue
+            position = len(result.entities)
+            evidence = evidence_span(turn.text, text) if turn.turn_id in fact.source_turn_ids else ""
+            result.entities.append(oracle_entity(fact, turn, said_at, _entity_id(turn, position, text), evidence))
+        result.prerequisites = prerequisite_pairs(result.entities)
+        self.stats.add("oracle_facts", len(result.entities))
+        self.stats.add("entities", len(result.entities))
+        return result
 
     def _clean(
         self, facts: list[Any], turn: Turn, session_time: str | None, previous: Turn | None = None, held: list[str] | None = None

@@ -200,6 +200,12 @@ class MosaicMemory:
         self.stats = Tally(("turns", "entities_extracted", "committed", "queued", "updated", "rejected", "flagged",
                             "stale_decisions", "id_collisions"))  # every namespace adds to it, possibly at once
 
+    def run_metadata(self) -> dict[str, Any]:
+        """metadata.system_metadata of a run: where entities came from, and the oracle study's row name (eval.tables.row_label)."""
+        if self.extractor.source == "oracle":
+            return {"row_label": "MOSAIC with the oracle extractor", "extraction_source": "oracle"}
+        return {"extraction_source": self.extractor.source}
+
     # -- per-namespace parts -----------------------------------------------------------
     def _new_detector(self) -> ConflictDetector | None:
         detector = _built("conflict", self.make_conflict, llm=self.llm)
@@ -413,7 +419,7 @@ class MosaicMemory:
                 changed |= graph.set_status(old.entity_id, "flagged")
                 report.flagged.append(event)
                 self.stats.add("flagged")
-        report.stored.append(StoredItem(entity.entity_id, entity.text, list(entity.source_turn_ids)))
+        report.stored.append(StoredItem(entity.entity_id, entity.text, list(entity.source_turn_ids), entity.fact_id))
         self.stats.add("committed")
         return changed
 
@@ -428,6 +434,8 @@ class MosaicMemory:
             new_source_turn_ids=list(new.source_turn_ids),
             old_source_turn_ids=list(old.source_turn_ids),
             old_memory_id=old.entity_id,
+            new_fact_id=new.fact_id,
+            old_fact_id=old.fact_id,
         )
 
     def search(self, namespace: str, query: str, k: int) -> list[Retrieved]:
@@ -511,7 +519,7 @@ class MosaicMemory:
 
     # -- Inspectable / clarification queue ---------------------------------------------
     def stored_items(self, namespace: str) -> list[StoredItem]:
-        return [StoredItem(e.entity_id, e.text, list(e.source_turn_ids)) for e in self._space(namespace).graph.entities()]
+        return [StoredItem(e.entity_id, e.text, list(e.source_turn_ids), e.fact_id) for e in self._space(namespace).graph.entities()]
 
     def rejected_entities(self, namespace: str) -> list[Entity]:
         """Newcomers the conflict check dropped (not part of memory; kept so decisions can be audited)."""

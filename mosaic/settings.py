@@ -21,7 +21,7 @@ from typing import Any
 
 from core.config_check import Choice, NumberList, Rule
 from mosaic.conflict import ConflictDetector
-from mosaic.extract import EntityExtractor
+from mosaic.extract import EXTRACTION_SOURCES, EntityExtractor
 from mosaic.retrieval import MODES as RETRIEVAL_MODES
 
 COUNT = Rule(low=1)  # how many of something to use: at least one
@@ -48,6 +48,7 @@ RANGES: dict[str, Rule | NumberList | Choice] = {
     "extract.copy_margin": SHARE,
     "extract.held_facts": SIZE,
     "extract.turns_per_call": COUNT,
+    "extract.source": Choice(EXTRACTION_SOURCES),
     # confidence gate
     "gate.rho_min": Rule(low=0, high=1, integer=False, low_open=True, meaning="the confidence a commit needs"),
     "gate.delta": Rule(low=0, integer=False, meaning="belief entropy in bits"),
@@ -139,6 +140,9 @@ def combination_problems(block: Mapping[str, Any]) -> list[str]:
     if turns > 1 and held_facts > 0:
         found.append(f"system.extract.turns_per_call={turns} with system.extract.held_facts={held_facts}: cannot be combined "
                      "yet (the group prompt shows no held facts); set one of them back (1 / 0)")  # fmt: skip
+    if _setting(block, "extract", "source") == "oracle" and held_facts > 0:
+        found.append(f"system.extract.source=oracle with system.extract.held_facts={held_facts}: cannot be combined (the clash "
+                     "proposal is part of the LLM call the oracle replaces); set system.extract.held_facts=0")  # fmt: skip
     mode, explain, batch = (_setting(block, "conflict", key) for key in ("mode", "explain", "batch"))
     if batch and (mode != "nli" or explain):
         found.append(f"system.conflict.batch=true needs system.conflict.mode=nli and system.conflict.explain=false (got "

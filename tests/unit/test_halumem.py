@@ -17,7 +17,7 @@ from eval.benchmarks.halumem.metrics import by_memory_type, by_question_type, ex
 from eval.context import RunContext
 from eval.benchmarks.halumem.judge import ACCURACY_SCHEMA, INTEGRITY_SCHEMA, QA_SCHEMA, UPDATE_SCHEMA, HaluMemJudge
 from core.api import AddReport, Retrieved, StoredItem, Turn
-from tests.fakes import FakeLLM
+from tests.fakes import FakeLLM, HashEmbedder
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "halumem"
 TINY = FIXTURES / "halumem_tiny.jsonl"
@@ -295,7 +295,7 @@ def _fixed_judge(messages, schema):
 
 
 def _ctx(tmp_path: Path, llm: FakeLLM, answerer: EchoAnswerer) -> RunContext:
-    return RunContext(run_dir=tmp_path, cfg=None, llm=llm, judge_llm=llm, embedder=None, answerer=answerer, log=logging.getLogger("test"))
+    return RunContext(run_dir=tmp_path, cfg=None, llm=llm, judge_llm=llm, embedder=HashEmbedder(), answerer=answerer, log=logging.getLogger("test"))
 
 
 def test_run_follows_halumem_protocol_and_resumes(tmp_path):
@@ -548,3 +548,119 @@ def test_a_data_file_edited_after_the_run_started_is_refused_before_any_row(tmp_
     with pytest.raises(InputChangedError, match=rf"{data} changed"):
         HaluMemBenchmark(path=str(data), bootstrap_samples=50).run(KeywordMemory(), ctx)
     assert not (tmp_path / "run").exists() or not list((tmp_path / "run").glob("*.jsonl"))
+# ----------------------------------------------------------------------------- oracle facts and update links (issue 39)
+def _point(index: int, content: str, update_of: tuple[str, ...] = (), source: str = "secondary"):
+    from eval.benchmarks.halumem.data import MemoryPoint
+
+    return MemoryPoint(index, content, "Persona Memory", source, bool(update_of), update_of, "Jan 01, 2029, 10:00:00", 0.5)
+
+
+LINK_POINTS = (
+    _point(1, "Ana moved to Munich.", ("Ana lives in Berlin.",)),
+    _point(2, "Ana now works as a doctor.", ("Ana works as a nurse.",)),
+    _point(3, "Ana has three dogs.", ("Ana has two dogs.",)),
+    _point(4, "Ana sold her car.", ("Ana drives a red car.",)),  # what it replaces was never held
+    _point(5, "Ana likes jazz."),
+    _point(6, "Ana likes opera.", source="interference"),
+)
+GOLD_TEXT = {"0:p1": "Ana lives in Berlin.", "0:p2": "Ana works as a nurse.", "1:p1": "Ana has two dogs.", "1:p2": "Ana drinks tea every morning."}
+
+
+def _event(new_text, old_id, verdict="update", new_fact=None, old_fact=None):
+    from core.api import ConflictEvent
+
+    return ConflictEvent(new_text=new_text, old_text="", verdict=verdict, old_memory_id=old_id, new_fact_id=new_fact, old_fact_id=old_fact)
+
+
+def test_update_links_count_right_wrong_missed_nothing_held_and_false_alarms_by_fact_id():
+    from eval.benchmarks.halumem.update_links import link_session, update_link_metrics
+
+    # oracle run: held items name their gold fact; the matching goes through the gold text, not the item's own text
+    held = [StoredItem("m-berlin", "(rendered differently)", [], "0:p1"), StoredItem("m-nurse", "Ana works as a nurse.", [], "0:p2"),
+            StoredItem("m-dogs", "Ana has two dogs.", [], "1:p1"), StoredItem("m-tea", "Ana drinks tea every morning.", [], "1:p2")]  # fmt: skip
+    events = [
+        _event("Ana moved to Munich.", "m-berlin", "update", "3:p1", "0:p1"),  # point 1 -> what it replaces: right
+        _event("Ana now works as a doctor.", "m-tea", "flag", "3:p2", "1:p2"),  # point 2 -> another memory: wrong
+        _event("Ana likes jazz.", "m-tea", "flag", "3:p5", "1:p2"),  # a non-update point raised a conflict: false alarm
+    ]
+    row = link_session(3, LINK_POINTS, held, events, GOLD_TEXT, HashEmbedder().encode, 0.8, 0.6)
+    assert [(p["index"], p["outcome"], p["targets_held"], p["events"]) for p in row["points"]] == [
+        (1, "right", 1, 1), (2, "wrong", 1, 1), (3, "missed", 1, 0), (4, "no_target", 0, 0)]
+    assert row["points"][0]["verdicts"] == ["update"] and row["points"][1]["verdicts"] == ["flag"]
+    assert (row["non_update_points"], row["false_alarms"], row["false_alarm_verdicts"], row["unmatched_events"], row["events"]) == (1, 1, {"flag": 1}, 0, 3)
+    # a model-extracted run: no fact ids, so held items and new items are matched by their text
+    model_held = [StoredItem("x1", "Ana lives in Berlin.", []), StoredItem("x2", "Ana has two dogs.", [])]
+    model_events = [_event("Ana moved to Munich.", "x1"), _event("Ana has three dogs.", "x1"), _event("zebra quantum violin", "x2")]
+    model = link_session(3, LINK_POINTS, model_held, model_events, GOLD_TEXT, HashEmbedder().encode, 0.8, 0.6)
+    # 1: right; 2: nothing like a nurse held; 3: linked to Berlin, not to the dogs; 4: nothing held
+    assert [p["outcome"] for p in model["points"]] == ["right", "no_target", "wrong", "no_target"]
+    assert (model["false_alarms"], model["unmatched_events"]) == (0, 1)
+    totals = update_link_metrics([{"points": row["points"], **{k: v for k, v in row.items() if k != "points"}},
+                                  {"points": model["points"], **{k: v for k, v in model.items() if k != "points"}}])  # fmt: skip
+    assert {k: totals[k] for k in ("update_points", "right", "wrong", "missed", "no_target", "false_alarms", "non_update_points", "unmatched_events")} == {
+        "update_points": 8, "right": 2, "wrong": 2, "missed": 1, "no_target": 3, "false_alarms": 1, "non_update_points": 2, "unmatched_events": 1}
+    assert totals["right_by_verdict"] == {"update": 2} and totals["false_alarms_by_verdict"] == {"flag": 1}
+
+
+class ConflictingMemory(KeywordMemory):
+    """KeywordMemory that reads the oracle facts it is given (stores them, with their fact ids) and reports an
+    update event from each update point to the held item sharing most words with it (a scripted conflict check)."""
+
+    name = "conflicting"
+
+    def add(self, namespace: str, turns: list[Turn], session_time: str | None = None) -> AddReport:
+        from core.api import ConflictEvent
+
+        self.adds.append((namespace, turns, session_time))
+        report = AddReport(n_turns=len(turns))
+        for fact in (f for t in turns for f in t.oracle_facts):
+            held = self.items[namespace]
+            words = set(fact.text.lower().split())
+            best = max(held, key=lambda item: len(words & set(item.text.lower().split())), default=None)
+            if best is not None and "lives" in fact.text and "lives" in best.text:
+                report.updated.append(ConflictEvent(fact.text, best.text, "update", old_memory_id=best.memory_id, new_fact_id=fact.fact_id, old_fact_id=best.fact_id))
+            item = StoredItem(f"m{len(held)}", fact.text, [], fact.fact_id)
+            held.append(item)
+            report.stored.append(item)
+        return report
+
+
+def test_oracle_facts_reach_a_system_only_when_asked_on_the_last_turn_without_interference_or_answers(tmp_path):
+    llm = FakeLLM(_fixed_judge)
+    plain = KeywordMemory()
+    HaluMemBenchmark(path=str(TINY), bootstrap_samples=20).run(plain, _ctx(tmp_path / "plain", llm, EchoAnswerer()))
+    assert all(not t.oracle_facts for _, turns, _ in plain.adds for t in turns)
+    system = ConflictingMemory()
+    metrics = HaluMemBenchmark(path=str(TINY), bootstrap_samples=20, oracle_facts=True).run(system, _ctx(tmp_path / "oracle", llm, EchoAnswerer()))
+    users = load_halumem_jsonl(TINY)
+    first_session = users[0].sessions[0]
+    _, turns, _ = system.adds[0]
+    assert all(not t.oracle_facts for t in turns[:-1])
+    assert [(f.fact_id, f.text, f.subject, f.memory_type) for f in turns[-1].oracle_facts] == [
+        (f"0:p{p.index}", p.content, users[0].name, p.memory_type) for p in first_session.memory_points if not p.is_interference]
+    assert len(turns[-1].oracle_facts) == len(first_session.memory_points) - 1  # the interference point stays out
+    answers = {q.answer for u in users for s in u.sessions for q in s.questions}
+    assert not answers & {f.text for _, ts, _ in system.adds for t in ts for f in t.oracle_facts}
+    assert metrics["oracle_facts"] is True
+    links = metrics["update_links"]
+    # tiny fixture: user 1's job update (its original memory is held, no event: missed); user 2's move (linked: right)
+    # and its race update (what it replaces was never said: nothing held)
+    assert {k: links[k] for k in ("update_points", "right", "wrong", "missed", "no_target", "false_alarms")} == {
+        "update_points": 3, "right": 1, "wrong": 0, "missed": 1, "no_target": 1, "false_alarms": 0}
+    assert links["non_update_points"] == 8 and links["held_similarity"] == 0.8
+    meta = {"system": "mosaic", "ablation": "oracle_extractor", "llm_model_id": "fake", "system_metadata": {"row_label": "MOSAIC with the oracle extractor"}}
+    table = HaluMemBenchmark.make_table([{**metrics, "metadata": meta}])
+    assert list(table.columns)[0] == "MOSAIC with the oracle extractor / oracle_extractor (HaluMem-custom:halumem_tiny.jsonl, fake)"
+    assert table.loc["Update links: right"].iloc[0] == "1 of 3" and table.loc["Update links: false alarms (non-update points)"].iloc[0] == "0 of 8"
+
+
+def test_update_links_are_left_out_for_an_append_only_system(tmp_path):
+    class AppendOnly(KeywordMemory):
+        conflict_signal = False
+
+    metrics = HaluMemBenchmark(path=str(TINY), bootstrap_samples=20).run(AppendOnly(), _ctx(tmp_path, FakeLLM(_fixed_judge), EchoAnswerer()))
+    assert metrics["update_links"] is None
+    meta = {"system": "rag", "ablation": "oracle_facts", "llm_model_id": "fake", "system_metadata": {"row_label": "rag over oracle facts"}}
+    table = HaluMemBenchmark.make_table([{**metrics, "metadata": meta}])
+    assert list(table.columns)[0] == "rag over oracle facts / oracle_facts (HaluMem-custom:halumem_tiny.jsonl, fake)"
+    assert "Update links: right" not in table.index

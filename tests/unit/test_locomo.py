@@ -511,3 +511,106 @@ def test_a_run_killed_in_its_ingest_still_says_what_each_finished_session_cost(t
     bench.run(make_system(tmp_path), make_ctx(run_dir, scripted_llm()))  # resumed: re-ingests, keeps the first rows
     assert read_keys(run_dir / "ingest_sessions.jsonl") == ["conv-a:session_1", "conv-a:session_2", "conv-b:session_1", "conv-b:session_2"]
     assert ingest_cost(run_dir)["all"]["turns"] == 7  # (metrics.json, which marks a run finished, is the runner's)
+
+
+# -- oracle facts (issue 39) -------------------------------------------------------------------
+def with_observations(data: list[dict]) -> list[dict]:
+    """tiny_locomo with LoCoMo-shaped session observations: {speaker: [[fact, evidence], ...]} per session."""
+    data[0]["observation"] = {
+        "session_1_observation": {
+            "Ann": [["Ann adopted a dog named Rex.", "D1:1"]],
+            "Bob": [["Bob has a new red bicycle.", "D1:2"], ["Bob likes cycling.", "D9:9"]],  # cites no turn of the session
+        },
+        "session_2_observation": {"Bob": [["Bob's sister Carla moved to Oslo.", ["D2:2"]]]},
+    }
+    return data
+
+
+def test_observations_become_oracle_facts_on_the_turn_they_cite(tmp_path):
+    [conv, other] = load_locomo(write(tmp_path, with_observations(tiny_locomo())))
+    first = conv.sessions[0]
+    assert [(f.fact_id, f.text, f.subject, f.source_turn_ids) for f in first.observations] == [
+        ("session_1:obs0", "Ann adopted a dog named Rex.", "Ann", ("D1:1",)),
+        ("session_1:obs1", "Bob has a new red bicycle.", "Bob", ("D1:2",)),
+        ("session_1:obs2", "Bob likes cycling.", "Bob", ("D9:9",)),
+    ]
+    turns = first.oracle_turns()
+    assert [[f.fact_id for f in t.oracle_facts] for t in turns] == [["session_1:obs0"], ["session_1:obs1", "session_1:obs2"]]
+    assert [t.text for t in turns] == [t.text for t in first.turns]
+    assert [f.source_turn_ids for f in conv.sessions[1].observations] == [("D2:2",)]
+    assert other.sessions[0].observations == () and other.sessions[0].oracle_turns() == list(other.sessions[0].turns)
+    bad = with_observations(tiny_locomo())
+    bad[0]["observation"]["session_2_observation"]["Bob"] = "not a list"
+    with pytest.raises(LoCoMoFormatError, match=r"observation\.session_2_observation\.Bob"):
+        load_locomo(write(tmp_path, bad, "bad.json"))
+
+
+def test_rag_over_oracle_facts_indexes_one_document_per_observation_only_when_asked(tmp_path):
+    data = write(tmp_path, with_observations(tiny_locomo()))
+    oracle = CountingRag(llm=None, embedder=BagOfWordsEmbedder(), workdir=str(tmp_path), name="rag", source="oracle")
+    LoCoMoBenchmark(path=str(data), top_k=2, bootstrap_samples=50, oracle_facts=True).run(oracle, make_ctx(tmp_path / "oracle", scripted_llm()))
+    assert [(s.text, s.source_turn_ids, s.fact_id) for s in oracle.stored_items("locomo:conv-a")] == [
+        ("Ann adopted a dog named Rex.", ["D1:1"], "session_1:obs0"),
+        ("Bob has a new red bicycle.", ["D1:2"], "session_1:obs1"),
+        ("Bob likes cycling.", ["D9:9"], "session_1:obs2"),
+        ("Bob's sister Carla moved to Oslo.", ["D2:2"], "session_2:obs0"),
+    ]
+    assert oracle.stored_items("locomo:conv-b") == []  # no observations: nothing to index
+    plain_run = CountingRag(llm=None, embedder=BagOfWordsEmbedder(), workdir=str(tmp_path), name="rag", source="oracle")
+    metrics = LoCoMoBenchmark(path=str(data), top_k=2, bootstrap_samples=50).run(plain_run, make_ctx(tmp_path / "plain", scripted_llm()))
+    assert plain_run.stored_items("locomo:conv-a") == [] and metrics["oracle_facts"] is False  # the benchmark attached nothing
+    with pytest.raises(ValueError, match="system.source='facts'"):
+        RagMemory(llm=None, embedder=BagOfWordsEmbedder(), workdir=str(tmp_path), source="facts")
+
+
+def test_oracle_switches_need_a_benchmark_that_attaches_gold_facts():
+    from omegaconf import OmegaConf
+
+    from eval.config_checks import problems
+
+    def cfg(system: dict, oracle_facts: bool | None) -> object:
+        bench = {"name": "locomo"} | ({} if oracle_facts is None else {"oracle_facts": oracle_facts})
+        return OmegaConf.create({"system": system, "benchmark": bench})
+
+    assert any("system.extract.source=oracle" in p for p in problems(cfg({"extract": {"source": "oracle"}}, False)))
+    assert any("system.source=oracle" in p for p in problems(cfg({"source": "oracle"}, None)))
+    assert problems(cfg({"extract": {"source": "oracle"}}, True)) == [] and problems(cfg({"source": "turns"}, False)) == []
+    conflict = OmegaConf.create({"system": {"extract": {"source": "oracle"}}, "benchmark": {
+        "_target_": "eval.benchmarks.conflict.ConflictBenchmark", "name": "conflict", "oracle_facts": True}})
+    assert any("benchmark 'conflict' ships no gold facts" in p for p in problems(conflict))
+    locomo = OmegaConf.create({"benchmark": {"_target_": "eval.benchmarks.locomo.LoCoMoBenchmark", "name": "locomo", "oracle_facts": True}})
+    assert problems(locomo) == []
+
+
+def test_download_script_brings_the_halumem_pilot_users_from_a_mirror_checked(tmp_path):
+    download = load_script("download_data")
+    mirror = tmp_path / "mirror" / "halumem-pilot"
+    mirror.mkdir(parents=True)
+    for name in download.HALUMEM_FILES:
+        (mirror / name).write_text("not the pilot user\n")
+    out = tmp_path / "data" / "halumem-pilot"
+    with pytest.raises(download.DownloadError, match="halumem_medium_user0.jsonl: sha256 .* does not match"):
+        download.obtain_halumem(out, mirror.parent)
+    assert not any(out.glob("*.jsonl"))
+    with pytest.raises(download.DownloadError, match="pass --mirror DIR"):
+        download.obtain(out / "x.jsonl", None, url="http://127.0.0.1:9/pilot_slice_user0.jsonl", timeout_s=5, filename="x.jsonl", sha256="0" * 64)
+    # a temp mirror holding files whose pinned hashes are swapped in: the layout, names and idempotence
+    fake = {name: f"user line {i}\n".encode() for i, name in enumerate(download.HALUMEM_FILES)}
+    for name, content in fake.items():
+        (mirror / name).write_bytes(content)
+    import hashlib
+
+    pinned = {name: (path, hashlib.sha256(fake[name]).hexdigest()) for name, (path, _) in download.HALUMEM_FILES.items()}
+    original = download.HALUMEM_FILES
+    try:
+        download.HALUMEM_FILES = pinned
+        assert download.obtain_halumem(out, mirror.parent) == {name: "mirror" for name in pinned}
+        assert download.obtain_halumem(out, None) == {name: "present" for name in pinned}  # idempotent, no fetch
+    finally:
+        download.HALUMEM_FILES = original
+    assert sorted(p.name for p in out.iterdir()) == ["halumem_medium_user0.jsonl", "halumem_medium_user3.jsonl"]
+    assert all(url.startswith("data/pilot_slices/pilot_slice_user") for url, _ in original.values())
+    shared = Path(os.environ.get("LOCOMO_MIRROR", "/work/shared/data"))
+    if (shared / "halumem-pilot" / "SHA256SUMS").is_file():  # the pinned hashes are the published checksums
+        sums = dict(reversed(line.split()) for line in (shared / "halumem-pilot" / "SHA256SUMS").read_text().splitlines() if line.strip())
+        assert {name: digest for name, (_, digest) in original.items()} == sums

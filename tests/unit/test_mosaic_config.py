@@ -24,7 +24,7 @@ CONF = Path(__file__).resolve().parents[2] / "conf"
 NON_DEFAULT: dict[str, object] = {
     "name": "mosaic_b", "persist": False, "search_weight": 0.35, "search_pool_factor": 3, "search_pool_extra": 2, "importance": 0.5,
     "extract.max_entities": 4, "extract.max_tokens": 111, "extract.context_chars": 50, "extract.max_fact_chars": 99, "extract.copy_margin": 0.25,
-    "extract.held_facts": 2, "extract.turns_per_call": 2,
+    "extract.held_facts": 2, "extract.turns_per_call": 2, "extract.source": "oracle",
     "gate.enabled": False, "gate.rho_min": 0.7, "gate.delta": 0.5, "gate.weights": (0.5, 0.25, 0.25), "gate.rule_weight": 0.6,
     "gate.new_value_prior": 0.3, "gate.likelihood_floor": 0.1, "gate.llm_assessment": False, "gate.max_tokens": 55,
     "gate.exclusivity_check": True,
@@ -49,7 +49,7 @@ NON_DEFAULT: dict[str, object] = {
 
 # keys whose non-default value refuses another's (a group extraction shows no held facts; a batched judgement
 # reads one nli label per check, with no "why?" call): checked in a build of their own
-ALONE: dict[str, object] = {"extract.turns_per_call": 2, "conflict.batch": True}
+ALONE: dict[str, object] = {"extract.turns_per_call": 2, "conflict.batch": True, "extract.source": "oracle"}
 
 # a key the runner's check refuses raises ConfigKeyError; a value a constructor refuses comes through Hydra's
 # instantiate, which wraps it (the message still names the key)
@@ -132,6 +132,8 @@ def test_the_conflict_switch_removes_the_detector(tmp_path):
         (["system.conflict.judge=proposed"], r"system\.conflict\.judge=proposed .* needs system\.extract\.held_facts >= 1"),
         (["ablation=batched_writes", "system.extract.held_facts=2"], r"system\.extract\.turns_per_call=2 with system\.extract\.held_facts=2: cannot be combined"),
         (["system.conflict.batch=true", "system.conflict.mode=pick"], r"system\.conflict\.batch=true needs system\.conflict\.mode=nli"),
+        (["system.extract.source=gold"], r"system\.extract\.source='gold': must be one of \['model', 'oracle'\]"),
+        (["ablation=oracle_extractor", "system.extract.held_facts=2"], r"system\.extract\.source=oracle with system\.extract\.held_facts=2: cannot be combined"),
         (["system=rag", "+system.no_such_knob=1"], r"system\.no_such_knob: unknown key for baselines\.rag\.RagMemory"),
         (["system=full_context", "system.chars_per_token=many"], r"system\.chars_per_token='many' does not fit"),
     ],
@@ -276,3 +278,7 @@ def test_settings_that_cannot_run_together_fail_at_validation(overrides, message
     with pytest.raises(ConfigKeyError, match=message):
         _validate(["system=mosaic", *overrides])
     _validate(["system=mosaic", "ablation=fused_conflict"])  # the variant that sets both keys passes
+def test_the_oracle_extractor_variant_sets_its_source_and_builds(tmp_path):
+    memory = _build(["ablation=oracle_extractor"], tmp_path)
+    assert memory.extractor.source == ALONE["extract.source"]
+    assert _build([], tmp_path / "default").extractor.source == "model"  # the paper's extraction

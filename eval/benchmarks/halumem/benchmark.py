@@ -12,6 +12,14 @@ Protocol, following HaluMem's own toolkit (MemTensor/HaluMem ``eval/eval_*.py`` 
 * QA: each question of the session is searched (``qa_k`` = 20 results), answered by the shared
   answerer and judged Correct/Hallucination/Omission.
 
+Each session is one ``add`` with all its messages (HaluMem's toolkit adds a session's dialogue in
+order, in API-sized batches, e.g. 20 messages for MemOS, <= 28 for Zep, and scores only after the
+whole session; how a system splits it inside is its own business).
+Oracle runs (``oracle_facts``): the session's gold memory points, interference ones excluded, ride
+on the session's last turn as ``Turn.oracle_facts`` (docs/halumem.md, "Oracle extractor").
+Systems that report conflict events and list their memories also get update-link counts
+(``update_links``: did the save-time check link each real update to what it replaces).
+
 Sessions flagged ``is_generated_qa_session`` (HaluMem-Long filler) are added but not scored.
 Systems that cannot list what they stored (not ``Inspectable``; Zep-like) get no extraction
 metrics, as in the paper. Rows are appended as they are produced, so a killed run resumes
@@ -26,13 +34,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from core.api import AddReport, Inspectable, MemorySystem, StoredItem, Turn
+from core.api import AddReport, Inspectable, MemorySystem, OracleFact, StoredItem, Turn
 from core.config_check import ConfigKeyError
 from eval.benchmarks.halumem.clarify import CLARIFY_TABLES, clarify_metrics, clarify_session
 from eval.benchmarks.halumem.data import HUB_REPO, HaluMemUser, Session, halumem_time_to_iso, load_halumem_hub, load_halumem_jsonl
 from eval.benchmarks.halumem.judge import HaluMemJudge, Verdict
 from eval.benchmarks.halumem.metrics import by_memory_type, by_question_type, extraction_metrics, label_metrics
 from eval.benchmarks.halumem.table import make_table
+from eval.benchmarks.halumem.update_links import fact_id_of, link_session, update_link_metrics
 from eval.context import RunContext
 from eval.workers import SystemGuard, run_stage, workers_of
 
@@ -63,6 +72,14 @@ def failed(row: dict[str, Any] | None) -> bool:
 def done(table: Any, key: str) -> bool:
     """Whether ``key`` has a row that needs no retry."""
     return key in table and not failed(table.get(key))
+def oracle_facts(user: HaluMemUser, s_idx: int, session: Session) -> tuple[OracleFact, ...]:
+    """The session's gold memory points as oracle facts, in HaluMem's order, interference points left out
+    (they are the distractors HaluMem's false-memory resistance rewards a system for NOT storing)."""
+    return tuple(
+        OracleFact(fact_id=fact_id_of(s_idx, p), text=p.content, subject=user.name, memory_type=p.memory_type)
+        for p in session.memory_points
+        if not p.is_interference
+    )
 
 
 def _dialogue_text(session: Session) -> str:
@@ -90,6 +107,9 @@ class HaluMemBenchmark:
     clarify: str = "off"  # off | oracle: answer clarification targets from gold points (halumem/clarify.py)
     clarify_budget: int = 3
     clarify_match_threshold: float = 0.5
+    oracle_facts: bool = False  # attach the session's gold memory points to its last turn (oracle-extractor study)
+    link_held_similarity: float = 0.8  # update links: cosine at which a held memory is what an update replaces
+    link_new_similarity: float = 0.6  # update links, model-extracted runs: cosine for an event's new item to be a gold point
     _users: list[HaluMemUser] | None = field(default=None, repr=False)
 
     @property
@@ -138,7 +158,7 @@ class HaluMemBenchmark:
         mode = self._extraction_mode(system)
         if self.clarify not in ("off", "oracle"):
             raise ValueError(f"benchmark.clarify must be off or oracle, got {self.clarify!r}")
-        tables = ("sessions", "integrity", "accuracy", "updates", "qa", "users") + (CLARIFY_TABLES if self.clarify != "off" else ())
+        tables = ("sessions", "integrity", "accuracy", "updates", "qa", "users", "update_links") + (CLARIFY_TABLES if self.clarify != "off" else ())
         rows = {name: ctx.rows(f"halumem_{name}") for name in tables}
 
         def one_user(user: HaluMemUser) -> None:
@@ -153,7 +173,13 @@ class HaluMemBenchmark:
             {name: sorted(table.rows(), key=lambda r: order.get(str(r["key"]).split(":")[0], len(order))) for name, table in rows.items()},
             extraction_mode=mode,
             system_name=getattr(system, "name", type(system).__name__),
+            links=self._links_counted(system, mode),
         )
+
+    @staticmethod
+    def _links_counted(system: MemorySystem, mode: str) -> bool:
+        """Update links need what the system held before each add (inspect) and a system that can raise conflicts."""
+        return mode == "inspect" and getattr(system, "conflict_signal", True) is not False
 
     def _sessions(self, user: HaluMemUser) -> tuple[Session, ...]:
         return user.sessions if self.limit_sessions is None else user.sessions[: self.limit_sessions]
@@ -163,6 +189,7 @@ class HaluMemBenchmark:
         system.reset(namespace)
         held = _snapshot_stored(system, namespace) if mode == "inspect" else {}
         sessions = self._sessions(user)
+        gold_text = {fact_id_of(i, p): p.content for i, sess in enumerate(user.sessions) for p in sess.memory_points}
         ctx.log.info("halumem user %s (%s): %d sessions", user.uuid, user.name, len(sessions))
         for s_idx, session in enumerate(sessions):
             key = f"{user.uuid}:{s_idx}"
@@ -175,6 +202,9 @@ class HaluMemBenchmark:
                 )
                 for t in session.dialogue
             ]
+            if self.oracle_facts and turns:  # gold points are dated at the session's end: they arrive with its last turn
+                turns[-1] = dataclasses.replace(turns[-1], oracle_facts=oracle_facts(user, s_idx, session))
+            held_before = list(held.values())
             report: AddReport = system.add(namespace, turns, session_time=halumem_time_to_iso(session.start_time))
             if mode == "inspect":
                 now = _snapshot_stored(system, namespace)
@@ -197,6 +227,10 @@ class HaluMemBenchmark:
             )
             if session.is_generated_qa_session:
                 continue
+            if self._links_counted(system, mode) and key not in rows["update_links"]:
+                row = link_session(s_idx, session.memory_points, held_before, report.conflict_events, gold_text, ctx.embedder.encode,
+                                   self.link_held_similarity, self.link_new_similarity)  # fmt: skip
+                rows["update_links"].append({"key": key, "uuid": user.uuid, "session": s_idx, **row})
             if self.clarify != "off":
                 stored = clarify_session(self, user, s_idx, session, system, namespace, judge, mode, rows, stored)
                 held = _snapshot_stored(system, namespace) if mode == "inspect" else held
@@ -310,7 +344,7 @@ class HaluMemBenchmark:
             )
 
     # -- aggregation --------------------------------------------------------------------------
-    def aggregate(self, rows: dict[str, list[dict[str, Any]]], extraction_mode: str, system_name: str) -> dict[str, Any]:
+    def aggregate(self, rows: dict[str, list[dict[str, Any]]], extraction_mode: str, system_name: str, links: bool = False) -> dict[str, Any]:
         n_boot, seed = self.bootstrap_samples, self.seed
         extraction = None
         if extraction_mode != "none":
@@ -339,6 +373,12 @@ class HaluMemBenchmark:
                 "add_failures": sum(r["add_failures"] for r in sessions),
                 "conflicts": {k: sum(r[f"n_{k}"] for r in sessions) for k in ("updated", "rejected", "flagged")},
             },
+            "oracle_facts": self.oracle_facts,
+            "update_links": (
+                {**update_link_metrics(rows.get("update_links", [])), "held_similarity": self.link_held_similarity,
+                 "new_similarity": self.link_new_similarity, "matched_by": "fact_id where an item has one (oracle runs), else its text"}
+                if links else None
+            ),  # fmt: skip
             "bootstrap": {"samples": n_boot, "seed": seed, "confidence": 0.95, "unit": "item"},
             # failed LLM work: verdict rows retried by the next run of the same command; add failures the system reported
             "failures": {"rows": sum(failed(r) for name in SCORED_TABLES for r in rows.get(name, [])),

@@ -22,6 +22,29 @@ PAPER_VALUES: dict[str, dict[str, float]] = {
 }
 
 
+def _links(key: str) -> Callable[[dict[str, Any]], str]:
+    """An update-link count (eval/benchmarks/halumem/update_links.py) as 'n of N', or '-' when the run has none."""
+
+    def cell(m: dict[str, Any]) -> str:
+        links = m.get("update_links")
+        if not links:
+            return "-"
+        base = links["non_update_points"] if key == "false_alarms" else links["update_points"]
+        return f"{links[key]} of {base}"
+
+    return cell
+
+
+# Issue 39: did the save-time conflict check link each real update to what it replaces (shown when a run has counts)
+LINK_ROWS: list[tuple[str, Callable[[dict[str, Any]], str]]] = [
+    ("Update links: right", _links("right")),
+    ("Update links: wrong", _links("wrong")),
+    ("Update links: missed", _links("missed")),
+    ("Update links: nothing held to link", _links("no_target")),
+    ("Update links: false alarms (non-update points)", _links("false_alarms")),
+]
+
+
 def make_table(metrics: list[dict[str, Any]], convention: str | None = None) -> Any:
     """Table 2: one column per measured run (percent, 95% CI), then labelled paper columns."""
     row_specs: list[tuple[str, Callable[[dict[str, Any]], dict[str, Any] | None]]] = [
@@ -39,13 +62,15 @@ def make_table(metrics: list[dict[str, Any]], convention: str | None = None) -> 
         ("QA omission", lambda m: m["qa"]["omission"]),
     ]
     columns: dict[str, list[str]] = {}
+    link_rows = LINK_ROWS if any(run.get("update_links") for run in metrics) else []
     for run in metrics:
         meta = run.get("metadata", {})
         label = f"{row_label(run)} (HaluMem-{run.get('variant', '?')}, {meta.get('llm_model_id', '?')})"
         columns[label] = [format_ci(getter(run), digits=2, ci_digits=1, missing="-") for _, getter in row_specs]
         columns[label].append(failures_cell(run))
+        columns[label] += [cell(run) for _, cell in link_rows]
     for paper_label, values in PAPER_VALUES.items():
-        columns[paper_label] = [f"{values[name]:.2f}" if name in values else "" for name, _ in row_specs] + [""]
-    table = pd.DataFrame(columns, index=[name for name, _ in row_specs] + [FAILURES_COLUMN])
+        columns[paper_label] = [f"{values[name]:.2f}" if name in values else "" for name, _ in row_specs] + [""] + ["" for _ in link_rows]
+    table = pd.DataFrame(columns, index=[name for name, _ in row_specs] + [FAILURES_COLUMN] + [name for name, _ in link_rows])
     table.index.name = "metric (%)"
     return table

@@ -1,0 +1,63 @@
+"""The oracle extractor (issue 39): a benchmark's gold facts in place of MOSAIC's extraction LLM call.
+
+It separates "the small model extracts badly" from "MOSAIC organises memory badly": with
+``system.extract.source: oracle`` (conf/ablation/oracle_extractor.yaml) each turn's entities are the
+gold facts the benchmark attached to it (``Turn.oracle_facts``), and everything after extraction
+(gate and belief, save-time conflict check, graph, communities, scoring, retrieval) runs unchanged.
+
+The entities are the ones the LLM extractor builds, with every field the LLM would have written set
+by a fixed rule (docs/halumem.md, "Oracle extractor"):
+
+* text: the gold fact verbatim (not cut, no cap on facts per turn: the gold set is the gold set);
+* type: the first word of the benchmark's memory type when it names one of MOSAIC's types
+  (HaluMem "Persona Memory" -> persona, "Event Memory" -> event, "Relationship Memory" ->
+  relationship), else ``event``, the extractor's own fallback for an unlabelled fact (LoCoMo's
+  observations carry no type);
+* subject: the fact's subject from the benchmark (HaluMem: the user; LoCoMo: the observation's
+  speaker), else the turn's speaker;
+* attribute and value: empty (gold facts name no slot), so the gate's slot belief never finds
+  competing values and commits on confidence alone; the conflict check judges every fact;
+* directness and specificity 1.0 (a gold fact is stated and exact: the labels ``stated`` and
+  ``exact``), consistency from the gate as usual, so the gate's rho is 1.0 for every gold fact;
+* time: none (gold facts have no separate time phrase); said at the session time, as extracted facts;
+* evidence: the sentence of the cited turn that best overlaps the fact, when the benchmark cites
+  the turn (LoCoMo); empty otherwise (HaluMem), which the gate reads as the fact itself;
+* source turns: the benchmark's evidence ids, else the turn the fact arrived with;
+* ``fact_id``: the gold id, so analyses (HaluMem's update links) can tell which gold fact an
+  entity is without comparing texts.
+"""
+
+from __future__ import annotations
+
+from core.api import OracleFact, Turn
+from mosaic.entity import Entity
+
+ENTITY_TYPES = ("event", "persona", "relationship")  # as mosaic.extract.ENTITY_TYPES (not imported: extract imports this module)
+ORACLE_DIRECTNESS = 1.0  # the extractor's "stated"
+ORACLE_SPECIFICITY = 1.0  # the extractor's "exact"
+
+
+def entity_type(memory_type: str | None) -> str:
+    """MOSAIC's type for a benchmark's memory-type label: its first word when that is a MOSAIC type, else event."""
+    first = (memory_type or "").strip().split(" ", 1)[0].lower()
+    return first if first in ENTITY_TYPES else "event"
+
+
+def oracle_entity(fact: OracleFact, turn: Turn, said_at: str | None, entity_id: str, evidence: str) -> Entity:
+    """One gold fact as the entity the LLM extractor would have produced for ``turn``."""
+    return Entity(
+        entity_id=entity_id,
+        text=" ".join(fact.text.split()),
+        type=entity_type(fact.memory_type),  # type: ignore[arg-type]
+        subject=fact.subject or turn.speaker,
+        attribute="",
+        value="",
+        time=None,
+        evidence=evidence,
+        source_turn_ids=list(fact.source_turn_ids) or [turn.turn_id],
+        session_time=said_at,
+        directness=ORACLE_DIRECTNESS,
+        consistency=1.0,
+        specificity=ORACLE_SPECIFICITY,
+        fact_id=fact.fact_id,
+    )

@@ -1,0 +1,77 @@
+"""How HaluMem's update points relate to what came before them: the basis of the update-link threshold.
+
+    python scripts/halumem_link_calibration.py                      # development user 0
+    python scripts/halumem_link_calibration.py --threshold 0.8 --show 12
+
+For every update point (``is_update`` with ``original_memories``) of a HaluMem file, each original memory is
+compared with every earlier non-interference gold point of its user (MiniLM cosine, the harness's embedder):
+how many are verbatim earlier points, how many have one at >= threshold, the distribution of the best
+cosine, and (``--show``) sample pairs along that distribution for reading. conf/benchmark/halumem.yaml's
+``link_held_similarity`` was chosen from this output on the development user. Development data only: the
+evaluation user's file is refused.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from core.embed import SentenceEmbedder
+from eval.benchmarks.halumem.data import load_halumem_jsonl
+
+DEV_FILE = Path("data/halumem-pilot/halumem_medium_user0.jsonl")
+EVAL_NAME = "halumem_medium_user3.jsonl"
+
+
+def best_earlier_matches(path: Path, embedder: SentenceEmbedder) -> list[tuple[float, bool, str, str, str]]:
+    """(best cosine, verbatim, original memory, nearest earlier gold point, update point id) for every original
+    memory of every update point."""
+    out = []
+    for user in load_halumem_jsonl(path):
+        earlier: list[str] = []
+        for session in user.sessions:
+            for point in session.memory_points:
+                if not point.is_searched_update:
+                    continue
+                for original in point.original_memories:
+                    where = f"{user.uuid}:{session.start_time}:{point.index}"
+                    if not earlier:
+                        out.append((0.0, False, original, "", where))
+                        continue
+                    sims = embedder.encode(earlier) @ embedder.encode([original])[0]
+                    j = int(sims.argmax())
+                    out.append((float(sims[j]), original in earlier, original, earlier[j], where))
+            earlier += [p.content for p in session.memory_points if not p.is_interference]
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--file", type=Path, default=DEV_FILE)
+    parser.add_argument("--threshold", type=float, default=0.8)
+    parser.add_argument("--show", type=int, default=0, help="print this many pairs spread over the cosine range")
+    parser.add_argument("--cache", type=Path, default=None, help="embedding cache (SQLite)")
+    args = parser.parse_args(argv)
+    if args.file.name == EVAL_NAME:
+        print(f"error: {args.file} is HaluMem's evaluation user; calibrate on the development user ({DEV_FILE})", file=sys.stderr)
+        return 2
+    rows = best_earlier_matches(args.file, SentenceEmbedder(cache_path=str(args.cache) if args.cache else None))
+    best = np.array([r[0] for r in rows])
+    print(f"{args.file}: {len(rows)} original memories of update points")
+    print(f"  verbatim an earlier gold point: {sum(r[1] for r in rows)}")
+    print(f"  an earlier gold point at cosine >= {args.threshold}: {int((best >= args.threshold).sum())}")
+    points = {r[4] for r in rows}
+    linkable = {r[4] for r in rows if r[0] >= args.threshold}
+    print(f"update points: {len(points)}; with an original memory that is an earlier gold point at >= {args.threshold}: {len(linkable)}")
+    print("  best cosine percentiles 10/25/50/75/90: " + " / ".join(f"{v:.2f}" for v in np.percentile(best, [10, 25, 50, 75, 90])))
+    ordered = sorted(rows)
+    for row in ordered[:: max(1, len(ordered) // args.show)] if args.show else []:
+        print(f"  {row[0]:.3f} | {row[2][:90]} || {row[3][:90]}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
