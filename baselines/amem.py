@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-from core.llm import usage_since
+from core.llm import retry_policy, usage_since
 from core.atomic import write_json_atomic
 from core.api import AddReport, ConflictEvent, Retrieved, StoredItem, Turn
 from core.paths import file_safe_name
@@ -142,16 +142,26 @@ class AMemMemory:
         temperature: float | None = 0.0,
         max_tokens: int | None = 1024,
         name: str = "amem",
+        retry: Any = None,
+        max_items: int | None = None,
     ) -> None:
+        if max_items is not None and int(max_items) < 1:
+            raise ValueError(f"system.max_items={max_items} must be >= 1 (or null: A-Mem's schemas unchanged)")
         self.llm = llm
         self.embedder = embedder
         self.workdir = Path(workdir)
         self.store_dir = self.workdir / "amem"
         self.name = name
+        # output guard (conf/system/amem.yaml): the token cap (A-Mem sends none), maxItems on the lists of A-Mem's
+        # json_schema outputs, and a reply cut off or not JSON asked again as `retry` says
+        self.max_tokens = max_tokens
+        self.retry = retry_policy(retry)
+        self.max_items = max_items
         self.tap = LibraryLLMTap(
-            "a-mem", llm, purpose="amem.analyze", temperature=temperature, max_tokens=max_tokens
+            "a-mem", llm, purpose="amem.analyze", temperature=temperature, max_tokens=max_tokens, retry=self.retry, max_items=max_items
         )
         self._spaces: dict[str, _Space] = {}
+        self.failed_steps = 0  # A-Mem LLM steps (analysis, evolution) that failed; the note is stored regardless
 
     # -- library ----------------------------------------------------------------------
     def _space(self, namespace: str) -> _Space:
@@ -223,7 +233,14 @@ class AMemMemory:
             "library_version": version("a-mem"),
             "packaging": "third-party PyPI packaging of the A-Mem first author's extended repository",
             "search_mode": "semantic (ChromaDB top-k, no linked-neighbour expansion)",
+            "output_guard": {"max_tokens": self.max_tokens, "max_items": self.max_items, "retry_attempts": self.retry.attempts,
+                             "retry_temperature": self.retry.temperature, "retry_seed": self.retry.seed},
         }
+
+    def metrics(self) -> dict[str, Any]:
+        """What the output guard did (the tap's counts) and how many A-Mem LLM steps failed (``AddReport.failures``
+        counts the turns that had one; their notes are stored with whatever A-Mem fell back to)."""
+        return {"output_guard": self.tap.guard_counts(), "failed_llm_steps": self.failed_steps}
 
     # -- MemorySystem -----------------------------------------------------------------
     def reset(self, namespace: str) -> None:
@@ -252,7 +269,9 @@ class AMemMemory:
             space.save()
             report.stored.append(StoredItem(note_id, content, [turn.turn_id]))
             report.updated.extend(evolution_to_events(content, [turn.turn_id], space.updates))
-            report.failures += _SwallowedErrors.install().count + space.analysis_failures - failures_before
+            failed_steps = _SwallowedErrors.install().count + space.analysis_failures - failures_before
+            self.failed_steps += failed_steps
+            report.failures += int(failed_steps > 0)  # AddReport.failures counts failed turns in every system
         report.usage = usage_since(before, self.tap.usage)
         return report
 

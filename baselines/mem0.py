@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from core.llm import usage_since
+from core.llm import retry_policy, usage_since
 from core.atomic import write_json_atomic
 from core.api import AddReport, ConflictEvent, Retrieved, StoredItem, Turn
 from core.paths import file_safe_name
@@ -211,6 +211,7 @@ class Mem0Memory:
         custom_instructions: str | None = None,
         name: str = "mem0",
         request_timeout_s: float = 1800.0,
+        retry: Any = None,
     ) -> None:
         if batch_turns < 1:
             raise ValueError(f"system.batch_turns must be >= 1, got {batch_turns}")
@@ -229,7 +230,12 @@ class Mem0Memory:
         self.name = name
         # per-request timeout for Mem0's own OpenAI client (its default, 600 s, then a retry from scratch,
         # is shorter than Mem0's ~8.4k-token first prompt takes on a busy 2-core CPU server)
-        self.tap = LibraryLLMTap("mem0", llm, purpose="mem0.extract", temperature=temperature, timeout_s=request_timeout_s)
+        # output guard: Mem0 asks for json_object (no schema, so no list cap); a reply cut off at max_tokens or not
+        # JSON is asked again as `retry` says (conf/system/mem0.yaml)
+        self.retry = retry_policy(retry)
+        self.tap = LibraryLLMTap("mem0", llm, purpose="mem0.extract", temperature=temperature, timeout_s=request_timeout_s,
+                                 retry=self.retry)
+        self.failed_adds = 0  # Mem0 add() calls (one batch, one speaker) whose output was dropped or unmapped
         self._memory: Any = None
         self._registry_path = self.store_dir / "namespaces.json"
         self._registry: dict[str, dict[str, Any]] = (
@@ -286,7 +292,14 @@ class Mem0Memory:
             "batch_turns": self.batch_turns,
             "session_date_as_observation_date": self.session_date_as_observation_date,
             "custom_instructions": bool(self.custom_instructions),
+            "output_guard": {"max_tokens": self.max_tokens, "max_items": None, "retry_attempts": self.retry.attempts,
+                             "retry_temperature": self.retry.temperature, "retry_seed": self.retry.seed},
         }
+
+    def metrics(self) -> dict[str, Any]:
+        """What the output guard did (the tap's counts) and how many Mem0 adds failed (a failed add loses one
+        batch of turns for one speaker; ``AddReport.failures`` counts the batch's turns once)."""
+        return {"output_guard": self.tap.guard_counts(), "failed_adds": self.failed_adds}
 
     # -- namespaces -------------------------------------------------------------------
     def _entry(self, namespace: str) -> dict[str, Any]:
@@ -322,8 +335,14 @@ class Mem0Memory:
             when = batch[0].session_time or session_time
             turn_ids = [turn.turn_id for turn in batch]
             new_text = "\n".join(f"{turn.speaker}: {turn.text}" for turn in batch)
+            batch_failed = False
             for speaker, user_id in self._user_ids(namespace):
-                report.merge(self._add_batch(batch, speaker, user_id, when, turn_ids, new_text))
+                part = self._add_batch(batch, speaker, user_id, when, turn_ids, new_text)
+                batch_failed |= part.failures > 0
+                self.failed_adds += int(part.failures > 0)
+                part.failures = 0
+                report.merge(part)
+            report.failures += len(batch) if batch_failed else 0  # AddReport.failures counts failed turns in every system
         report.usage = usage_since(before, self.tap.usage)
         return report
 

@@ -34,7 +34,7 @@ import httpx
 
 from core.api import AddReport, ConflictEvent, LLMUsage, Retrieved, StoredItem, Turn
 from core.atomic import write_json_atomic
-from core.llm import usage_since
+from core.llm import retry_policy, usage_since
 from core.llm.local_server import free_port
 from core.llm.tool_calls import ToolCallServer
 from core.paths import file_safe_name
@@ -246,7 +246,7 @@ class MemGPTMemory:
         max_tokens: int = 512,
         put_inner_thoughts_in_kwargs: bool = False,
         max_steps: int = 6,
-        tool_attempts: int = 2,
+        retry: Any = None,
         tool_string_max_chars: int | None = 600,
         archival_tools: tuple[str, ...] = ("archival_memory_insert", "archival_memory_search"),
         persona: str = "I am a memory assistant. I keep what I learn about the people in this chat.",
@@ -282,7 +282,8 @@ class MemGPTMemory:
         self.search_includes_core_memory = search_includes_core_memory
         self.start_timeout_s = start_timeout_s
         self.request_timeout_s = request_timeout_s
-        self.tools = ToolCallServer(llm, embedder=embedder, purpose=STEP_PURPOSE, attempts=tool_attempts,
+        self.retry = retry_policy(retry)  # tries per tool call (the harness's one retry mechanism, core.llm.RetryPolicy)
+        self.tools = ToolCallServer(llm, embedder=embedder, purpose=STEP_PURPOSE, retry=self.retry,
                                    max_tokens_cap=max_tokens, string_max_chars=tool_string_max_chars,
                                    request_log=str(self.workdir / "tool_requests.jsonl"))
         self.home = self.workdir / "letta_home"
@@ -542,6 +543,9 @@ class MemGPTMemory:
             "agent_type": self.agent_type,
             "letta_version": "0.11.7",
             "max_tokens": self.max_tokens,
+            "output_guard": {"max_tokens": self.max_tokens, "string_max_chars": self.tools.string_max_chars,
+                             "retry_attempts": self.retry.attempts, "retry_temperature": self.retry.temperature,
+                             "retry_seed": self.retry.seed},
             "tool_calls": self.tools.stats.__dict__,
             "resumed_turns_skipped": self.resumed_turns_skipped,
             "failed_turns": sum(len(l.failed_turn_ids) for l in self._ledgers.values()),

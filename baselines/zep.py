@@ -35,12 +35,12 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any, Callable, Literal
+from typing import Any, Callable, Literal, Mapping
 
 import numpy as np
 
 from core.api import AddReport, ConflictEvent, Retrieved, StoredItem, Turn
-from core.llm import free_port, usage_since
+from core.llm import RetryPolicy, free_port, retry_policy, usage_since
 from core.llm.library_tap import LibraryLLMTap
 from core.turn_costs import TurnCosts
 from core.servers import ManagedProcess
@@ -53,8 +53,6 @@ RERANKER = "embedding-cosine (local MiniLM; graphiti's BGE reranker needs a hub 
 
 # The purpose of the graphiti call in flight (its prompt name), per asyncio task.
 _PURPOSE: contextvars.ContextVar[str] = contextvars.ContextVar("zep_purpose", default="zep.other")
-# The retry attempt of the call in flight: a retry of a cached deterministic request needs another seed.
-_ATTEMPT: contextvars.ContextVar[int] = contextvars.ContextVar("zep_attempt", default=0)
 # Where graphiti's temporal invalidations during one add_episode are recorded.
 _INVALIDATIONS: contextvars.ContextVar[list["EdgeInvalidation"] | None] = contextvars.ContextVar("zep_invalidations", default=None)
 
@@ -263,19 +261,17 @@ def _graphiti_clients() -> SimpleNamespace:
             return sorted(zip(passages, map(float, scores)), key=lambda pair: pair[1], reverse=True)
 
     class HarnessGraphitiLLM(OpenAIGenericClient):
-        """graphiti's generic client with a purpose per prompt, a max_tokens cap and bounded retries.
+        """graphiti's generic client with a purpose per prompt, a max_tokens cap and no sleeping retries.
 
-        graphiti's own retry is 4 attempts with 5-120 s random-exponential sleeps; here a call that
-        returns unparsable or empty JSON is retried ``attempts - 1`` times at once with another seed
-        (the same request would be answered from the cache). Transport errors are the openai
-        client's (``max_retries``) and the tap's timeout.
+        graphiti's own retry is 4 attempts with 5-120 s random-exponential sleeps. Here each call is made
+        once: the harness tap under it already asks again, as the system's ``retry`` policy says, when a
+        reply is cut off or is not JSON; a reply that is still bad after that is counted here and ends the
+        episode (graphiti raises). Transport errors are the openai client's (``max_retries``) and the tap's timeout.
         """
 
-        def __init__(self, config: Any, client: Any, max_tokens: int, attempts: int) -> None:
+        def __init__(self, config: Any, client: Any, max_tokens: int) -> None:
             super().__init__(config=config, client=client, max_tokens=max_tokens, structured_output_mode="json_schema")
-            self.attempts = max(1, attempts)
-            self.schema_failures = 0  # calls whose every attempt broke the JSON
-            self.retries = 0
+            self.schema_failures = 0  # calls whose reply stayed unusable after the tap's retries
 
         async def generate_response(self, messages: Any, response_model: Any = None, max_tokens: int | None = None, *args: Any, **kwargs: Any) -> dict[str, Any]:
             capped = min(max_tokens or self.max_tokens, self.max_tokens)  # extract_edges asks for 16384
@@ -286,21 +282,12 @@ def _graphiti_clients() -> SimpleNamespace:
                 _PURPOSE.reset(token)
 
         async def _generate_response_with_retry(self, messages: Any, response_model: Any = None, max_tokens: int = 0, model_size: Any = None, *, model: str | None = None) -> dict[str, Any]:
-            last: Exception | None = None
-            for attempt in range(self.attempts):
-                token = _ATTEMPT.set(attempt)
-                try:
-                    extra = {"model": model} if model is not None else {}
-                    return await self._generate_response(messages, response_model, max_tokens, model_size, **extra)
-                except (json.JSONDecodeError, EmptyResponseError) as err:
-                    last = err
-                    if attempt + 1 < self.attempts:
-                        self.retries += 1
-                finally:
-                    _ATTEMPT.reset(token)
-            self.schema_failures += 1
-            assert last is not None
-            raise last
+            try:
+                extra = {"model": model} if model is not None else {}
+                return await self._generate_response(messages, response_model, max_tokens, model_size, **extra)
+            except (json.JSONDecodeError, EmptyResponseError):
+                self.schema_failures += 1
+                raise
 
     return SimpleNamespace(
         HarnessEmbedder=HarnessEmbedder, CosineReranker=CosineReranker, HarnessGraphitiLLM=HarnessGraphitiLLM, LLMConfig=LLMConfig
@@ -321,7 +308,7 @@ class _AsyncCompletions:
 
     async def _create(self, **request: Any) -> Any:
         self._tap.purpose = _PURPOSE.get()
-        request["seed"] = _ATTEMPT.get()
+        request["seed"] = 0  # the first try's seed (the tap's retries bring their own)
         return self._sync.chat.completions.create(**request)
 
 
@@ -356,7 +343,8 @@ class ZepMemory:
         name: str = "zep",
         max_tokens: int = 2048,
         temperature: float | None = 0.0,
-        llm_attempts: int = 1,
+        retry: RetryPolicy | Mapping[str, Any] | None = None,
+        max_items: int | None = None,
         transport_retries: int = 1,
         edge_limit: int | None = None,
         node_limit: int | None = None,
@@ -364,19 +352,21 @@ class ZepMemory:
         server_start_timeout_s: float = 60.0,
         request_timeout_s: float | None = None,
     ) -> None:
-        if llm_attempts < 1:
-            raise ValueError(f"system.llm_attempts must be >= 1, got {llm_attempts}")
+        if max_items is not None and int(max_items) < 1:
+            raise ValueError(f"system.max_items={max_items} must be >= 1 (or null: graphiti's schemas unchanged)")
         self.llm = llm
         self.embedder = embedder
         self.workdir = Path(workdir)
         self.name = name
         self.max_tokens = max_tokens
-        self.llm_attempts = llm_attempts
+        self.retry = retry_policy(retry)
+        self.max_items = max_items
         self.transport_retries = transport_retries
         self.edge_limit = edge_limit
         self.node_limit = node_limit
         self.max_coroutines = max_coroutines
-        self.tap = LibraryLLMTap("graphiti", llm, purpose="zep.other", temperature=temperature, timeout_s=request_timeout_s)
+        self.tap = LibraryLLMTap("graphiti", llm, purpose="zep.other", temperature=temperature, timeout_s=request_timeout_s,
+                                 retry=self.retry, max_items=max_items)
         self.server = FalkorDBServer(self.workdir / "falkordb", start_timeout_s=server_start_timeout_s)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._falkor: Any = None
@@ -410,7 +400,7 @@ class ZepMemory:
             api_key=self.llm.api_key, model=self.llm.model_id, small_model=self.llm.model_id, base_url=self.llm.api_base,
             temperature=0.0, max_tokens=self.max_tokens,
         )  # fmt: skip
-        self._llm_client = self._classes.HarnessGraphitiLLM(config, _AsyncCompletions(sync_client, self.tap), self.max_tokens, self.llm_attempts)
+        self._llm_client = self._classes.HarnessGraphitiLLM(config, _AsyncCompletions(sync_client, self.tap), self.max_tokens)
 
         async def connect() -> Any:
             return FalkorDB(host="127.0.0.1", port=self.server.port)
@@ -475,8 +465,10 @@ class ZepMemory:
             "reranker": RERANKER,
             "embedder": f"harness MiniLM ({MINILM_DIMS} dims, EMBEDDING_DIM={MINILM_DIMS})",
             "max_tokens": self.max_tokens,
-            "retries": f"{self.llm_attempts} attempts per call on bad/empty JSON (new seed, no sleep); "
-            f"openai max_retries={self.transport_retries} on transport errors",
+            "output_guard": {"max_tokens": self.max_tokens, "max_items": self.max_items, "retry_attempts": self.retry.attempts,
+                             "retry_temperature": self.retry.temperature, "retry_seed": self.retry.seed},
+            "retries": f"{self.retry.attempts} attempts per call on cut-off/unparsable JSON (retries at temperature "
+            f"{self.retry.temperature:g}, seeds from {self.retry.seed}, no sleep); openai max_retries={self.transport_retries} on transport errors",
             "ingest": "one episode per message ('<speaker>: <text>'), reference time = session date, one graph per namespace",
             "search": "edges: hybrid + cross-encoder (cosine) reranking; nodes: hybrid + RRF",
             "telemetry": os.environ.get("GRAPHITI_TELEMETRY_ENABLED", "unset"),
@@ -614,7 +606,7 @@ class ZepMemory:
             },
             "episode_failures": self._episode_failures,
             "schema_failures": getattr(self._llm_client, "schema_failures", 0),
-            "json_retries": getattr(self._llm_client, "retries", 0),
+            "output_guard": self.tap.guard_counts(),
         }
 
 

@@ -117,7 +117,7 @@ class AddReport:
     queued: list[str] = field(default_factory=list)  # held back by a confidence gate
     usage: LLMUsage = field(default_factory=LLMUsage)
     n_turns: int = 0
-    failures: int = 0  # counted, recoverable failures (e.g. LLM output that broke the schema)
+    failures: int = 0  # failed turns: turns whose write lost output to an LLM fault (every system counts turns; docs/baselines.md)
 
     @property
     def conflict_events(self) -> list[ConflictEvent]:

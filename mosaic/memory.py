@@ -25,12 +25,12 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Literal
+from typing import Any, Callable, Literal, Mapping
 
 from core.api import AddReport, ConflictEvent, LLMUsage, Retrieved, StoredItem, Turn
 from core.config_check import ConfigKeyError, check_kwargs, range_problems
 from core.embed import Embedder
-from core.llm import LLMClient, own_usage, usage_since
+from core.llm import GuardedLLM, LLMClient, RetryPolicy, own_usage, retry_policy, usage_since
 from core.tally import Tally
 from mosaic.communities import Communities
 from mosaic.conflict import ConflictDecision, ConflictDetector
@@ -166,8 +166,16 @@ class MosaicMemory:
         search_pool_extra: int = 5,
         importance: Literal["rho"] | float = "rho",
         persist: bool = True,
+        retry: RetryPolicy | Mapping[str, Any] | None = None,
     ) -> None:
         self.name = name
+        # output guard: every structured call (extraction, belief, routing) retries as system.retry says
+        # (core.llm.RetryPolicy); None keeps the client's default (a greedy retry with the next seed)
+        try:
+            self.retry = retry_policy(retry) if retry is not None else None
+        except ValueError as err:
+            raise ConfigKeyError(str(err)) from err
+        llm = GuardedLLM(llm, self.retry) if self.retry is not None else llm
         self.llm = llm
         self.embedder = embedder
         self.workdir = Path(workdir)
@@ -285,7 +293,7 @@ class MosaicMemory:
             extractions = self.extractor.extract_group(turns, session_time, previous=previous)
         for turn, extraction in zip(turns, extractions):
             space.turns[turn.turn_id] = {"speaker": turn.speaker, "text": turn.text, "session_time": session_time}
-            report.failures += extraction.failures
+            report.failures += int(extraction.failures > 0)  # AddReport.failures counts failed turns in every system
             self.stats.add("turns")
             self.stats.add("entities_extracted", len(extraction.entities))
         space.last_turn = dataclasses.replace(turns[-1], session_time=session_time)

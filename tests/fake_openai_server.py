@@ -4,7 +4,9 @@
 thread. Modes: ``good`` (a short answer; for JSON-schema requests a valid judge verdict), ``empty``
 (content ""), ``garbage`` (200 with a body that is not JSON), ``no_choices`` (200, JSON without
 ``choices``), ``truncated`` (cut-off JSON with finish_reason length), ``hang`` (sleeps ``hang_s``),
-``fail_after`` (good for ``budget`` calls, then 500s). The mode may be changed between calls.
+``fail_after`` (good for ``budget`` calls, then 500s), ``scripted`` (``script(payload, n)`` returns the
+content and finish_reason: a model that loops at temperature 0 and not when sampled, say). The mode may be
+changed between calls; every request body is kept in ``requests``.
 """
 
 from __future__ import annotations
@@ -13,14 +15,18 @@ import json
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Callable
+
+Script = Callable[[dict[str, Any], int], tuple[str, str]]
 
 MODEL_ID = "fake-model"
 
 
 class FakeOpenAIServer:
-    def __init__(self, mode: str = "good", hang_s: float = 30.0, budget: int = 0) -> None:
-        self.mode = mode
+    def __init__(self, mode: str = "good", hang_s: float = 30.0, budget: int = 0, script: Script | None = None) -> None:
+        self.mode = "scripted" if script is not None and mode == "good" else mode
+        self.script = script
+        self.requests: list[dict[str, Any]] = []
         self.hang_s = hang_s
         self.budget = budget
         self.calls = 0  # chat completions received
@@ -39,6 +45,7 @@ class FakeOpenAIServer:
                 with server._lock:
                     server.calls += 1
                     n = server.calls
+                    server.requests.append(payload)
                 status, body = server.reply(payload, n)
                 try:
                     self._send(status, body)
@@ -78,6 +85,9 @@ class FakeOpenAIServer:
             content = ""
         if mode == "truncated":
             content, finish = ('{"reasoning": "same ev', "length") if schema else ("Caroline went to", "length")
+        if mode == "scripted":
+            assert self.script is not None, "mode scripted needs script="
+            content, finish = self.script(payload, n)
         body = {
             "id": f"chatcmpl-{n}", "object": "chat.completion", "created": 0, "model": MODEL_ID,
             "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": finish}],

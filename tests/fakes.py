@@ -26,7 +26,7 @@ class FakeLLM:
 
     def chat(self, messages, *, response_schema=None, max_tokens=256, temperature=0.0, seed=0, purpose="other", top_logprobs=0):
         self.requests.append({"messages": messages, "schema": response_schema, "purpose": purpose, "max_tokens": max_tokens,
-                              "top_logprobs": top_logprobs, "seed": seed})
+                              "top_logprobs": top_logprobs, "seed": seed, "temperature": temperature})
         out = self.responder(messages, response_schema)
         text = out if isinstance(out, str) else json.dumps(out)
         result = ChatResult(text=text, prompt_tokens=10, completion_tokens=5, latency_s=0.0, cached=False, model=self.model_id)

@@ -2,12 +2,13 @@
 
 from core.api import ChatResult, LLMClient, LLMError, LLMOutputError, ServedLLM
 from core.llm.cache import ResponseCache
-from core.llm.client import OpenAICompatClient
+from core.llm.client import GuardedLLM, OpenAICompatClient, RetryPolicy, retry_policy
 from core.llm.local_server import FLASH_ATTN_MODES, LocalLLM, default_model_name, free_port
 from core.llm.meter import UsageMeter, own_usage, usage_since
 
 __all__ = [
     "FLASH_ATTN_MODES",
+    "GuardedLLM",
     "ChatResult",
     "LLMClient",
     "LLMError",
@@ -15,10 +16,12 @@ __all__ = [
     "LocalLLM",
     "OpenAICompatClient",
     "ResponseCache",
+    "RetryPolicy",
     "ServedLLM",
     "UsageMeter",
     "default_model_name",
     "free_port",
     "own_usage",
+    "retry_policy",
     "usage_since",
 ]

@@ -11,7 +11,8 @@ from __future__ import annotations
 import logging
 import os
 import time
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
 
 import httpx
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, stop_after_delay, wait_exponential
@@ -24,6 +25,96 @@ log = logging.getLogger(__name__)
 
 # The key that marks a cache entry as a remembered output fault (a deterministic bad reply), not a response.
 OUTPUT_FAULT = "output_fault"
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How a reply that is cut off at ``max_tokens`` or breaks its schema is asked again: the one retry
+    mechanism of every system (MOSAIC's structured calls, the library tap of Mem0/A-Mem/Zep, MemGPT's
+    tool-call layer).
+
+    ``attempts`` tries in all. The first is the caller's request unchanged, so a cached reply replays.
+    Retry ``n`` (1, 2, ...) samples at ``temperature`` (or the caller's, if higher) with the fixed seed
+    ``seed + n - 1``: at temperature 0 llama.cpp decodes greedily and ignores the seed, so a greedy retry
+    writes the same looping reply again; a small temperature with a fixed seed is a different attempt that
+    is still reproducible (and cached like any other request). ``temperature=0`` is the old schedule
+    (seeds 0, 1, ... at temperature 0), kept for callers that pass no policy (the judges).
+    """
+
+    attempts: int = 2
+    temperature: float = 0.0
+    seed: int = 1
+
+    def __post_init__(self) -> None:
+        if int(self.attempts) < 1:
+            raise ValueError(f"attempts={self.attempts} must be >= 1 (1 = no retry)")
+        if not 0.0 <= float(self.temperature) <= 2.0:
+            raise ValueError(f"temperature={self.temperature} must be in [0, 2] (a small value such as 0.3)")
+        if int(self.seed) < 0:
+            raise ValueError(f"seed={self.seed} must be >= 0")
+
+    def sampling(self, attempt: int, temperature: float | None, seed: int | None) -> tuple[float | None, int | None]:
+        """(temperature, seed) of try ``attempt`` (0 = the caller's own request)."""
+        if attempt == 0:
+            return temperature, seed
+        return max(float(temperature or 0.0), float(self.temperature)), int(self.seed) + attempt - 1
+
+
+def retry_policy(value: "RetryPolicy | Mapping[str, Any] | None", key: str = "system.retry") -> RetryPolicy:
+    """A RetryPolicy from a config block (``{attempts, temperature, seed}``); None = no retry (one attempt)."""
+    if value is None:
+        return RetryPolicy(attempts=1)
+    if isinstance(value, RetryPolicy):
+        return value
+    try:
+        return RetryPolicy(**{str(k): v for k, v in dict(value).items()})
+    except TypeError as err:
+        raise ValueError(f"{key}: {err}; the keys are attempts, temperature, seed") from err
+    except ValueError as err:
+        raise ValueError(f"{key}: {err}") from err
+
+
+def chat_json_with_retry(
+    chat: Callable[..., ChatResult],
+    messages: list[dict[str, str]],
+    schema: dict[str, Any],
+    *,
+    max_tokens: int,
+    purpose: str,
+    policy: RetryPolicy,
+) -> Any:
+    """A json_schema call through ``chat`` (an ``LLMClient.chat``), parsed; an empty, cut-off or unparsable
+    reply is asked again as ``policy`` says; after the last try its LLMOutputError is raised."""
+    last: LLMOutputError | None = None
+    for attempt in range(policy.attempts):
+        temperature, seed = policy.sampling(attempt, 0.0, 0)
+        try:  # chat() raises on empty, truncated or unparsable output (and caches none of them as a response)
+            return chat(messages, response_schema=schema, max_tokens=max_tokens, temperature=temperature, seed=seed, purpose=purpose).json()
+        except LLMOutputError as err:
+            last = err
+            log.warning("schema-breaking output (%s), attempt %d/%d", purpose, attempt + 1, policy.attempts)
+    assert last is not None
+    raise last
+
+
+class GuardedLLM:
+    """An ``LLMClient`` whose structured calls retry as ``policy`` says (a system's own retry, from its
+    conf/system block); everything else is the wrapped client's, unchanged."""
+
+    def __init__(self, llm: Any, policy: RetryPolicy) -> None:
+        self.llm = llm
+        self.policy = policy
+
+    def chat(self, messages: list[dict[str, str]], **kwargs: Any) -> ChatResult:
+        return self.llm.chat(messages, **kwargs)
+
+    def chat_json(self, messages: list[dict[str, str]], schema: dict[str, Any], *, max_tokens: int = 256,
+                  purpose: str = "other", attempts: int | None = None) -> Any:
+        """``attempts`` is ignored: the policy decides (one setting per system)."""
+        return chat_json_with_retry(self.llm.chat, messages, schema, max_tokens=max_tokens, purpose=purpose, policy=self.policy)
+
+    def __getattr__(self, name: str) -> Any:  # model_id, usage, meter, cache, api_base, ...
+        return getattr(self.llm, name)
 
 
 class BadResponseError(LLMError):
@@ -287,17 +378,12 @@ class OpenAICompatClient:
         max_tokens: int = 256,
         purpose: str = "other",
         attempts: int = 2,
+        retry: RetryPolicy | None = None,
     ) -> Any:
-        """Structured call: json_schema output, parsed; retried with a new seed if it breaks."""
-        last: LLMOutputError | None = None
-        for seed in range(attempts):
-            try:  # chat() raises on empty, truncated or unparsable output (and caches none of them)
-                return self.chat(messages, response_schema=schema, max_tokens=max_tokens, seed=seed, purpose=purpose).json()
-            except LLMOutputError as err:
-                last = err
-                log.warning("schema-breaking output (%s), attempt %d/%d", purpose, seed + 1, attempts)
-        assert last is not None
-        raise last
+        """Structured call: json_schema output, parsed; retried as ``retry`` says if it breaks (default: ``attempts``
+        tries at temperature 0 with seeds 0, 1, ..., the schedule of every call that passes no policy)."""
+        policy = retry or RetryPolicy(attempts=attempts, temperature=0.0, seed=1)
+        return chat_json_with_retry(self.chat, messages, schema, max_tokens=max_tokens, purpose=purpose, policy=policy)
 
     def close(self) -> None:
         if self._http is not None:

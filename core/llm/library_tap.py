@@ -10,7 +10,11 @@ the harness's ``LLMClient``. ``LibraryLLMTap.install`` wraps that client's
   before, so re-running a table costs nothing, as for every other system (unusable responses are
   not cached, except a greedy request's cut-off output, which the server would write again);
 * optionally runs at a fixed temperature/seed (the harness default is temperature 0) and,
-  when the library sends no ``max_tokens``, with a cap so a looping small model stops.
+  when the library sends no ``max_tokens``, with a cap so a looping small model stops;
+* carries the system's output guard (conf/system/*.yaml): ``maxItems`` on every list of a json_schema
+  request (``max_items``), and a structured reply that is cut off or is not JSON asked again as the
+  harness's ``RetryPolicy`` says (a small temperature with a fixed seed: a greedy retry writes the same
+  loop again); the library gets the first usable reply, or the last bad one, which it handles as before.
 
 The request the library builds (prompt, ``response_format``, sampling) is otherwise sent as is.
 """
@@ -24,7 +28,9 @@ from typing import Any
 
 from core.api import ChatResult, LLMUsage, ResponseStore, ServedLLM, UsageRecorder
 from core.llm.cache import request_key
+from core.llm.client import RetryPolicy
 from core.llm.meter import UsageMeter
+from core.llm.schema_caps import cap_items, longest_list
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +49,7 @@ def unusable(response: dict[str, Any], request: dict[str, Any]) -> str | None:
         if choice.get("finish_reason") == "length":
             return "structured output cut off (finish_reason length)"
         try:
-            json.loads(content.strip().removeprefix("```json").removeprefix("```").removesuffix("```"))
+            json.loads(_fenceless(content))
         except json.JSONDecodeError:
             return "structured output is not valid JSON"
     return None
@@ -77,6 +83,8 @@ class LibraryLLMTap:
         seed: int | None = 0,
         max_tokens: int | None = None,
         timeout_s: float | None = None,
+        retry: RetryPolicy | None = None,
+        max_items: int | None = None,
     ) -> None:
         self.library = library
         self.purpose = purpose
@@ -89,7 +97,12 @@ class LibraryLLMTap:
         # the harness's own patience, not the openai client's 600 s: on a slow CPU server Mem0's first
         # ~8.4k-token prompt can take longer, and the client's retry would start it again from scratch
         self.timeout_s: float | None = timeout_s or harness_llm.timeout_s
-        self.invalid_responses = 0  # responses not cached: no choices, empty, truncated or broken JSON
+        self.retry = retry or RetryPolicy(attempts=1)  # default: no retry (the library's own handling)
+        self.max_items = max_items  # maxItems on every list of a json_schema request (None: the library's schema)
+        self.invalid_responses = 0  # unusable responses: no choices, empty, truncated or broken JSON
+        self.retries = 0  # structured requests asked again after an unusable reply
+        self.rescued = 0  # ... of which a retry got a usable reply
+        self.list_cap_hits = 0  # usable replies whose longest list reached max_items (probably ended by the cap)
         self.last_text = ""  # the latest response text, for adapters that check the library's parsing
 
     @property
@@ -110,20 +123,49 @@ class LibraryLLMTap:
         completions.create = create
 
     def _call(self, original: Any, request: dict[str, Any]) -> Any:
-        from openai.types.chat import ChatCompletion
-
         if self.temperature is not None:
             request["temperature"] = self.temperature
         if self.seed is not None:
             request.setdefault("seed", self.seed)
         if self.max_tokens is not None and "max_tokens" not in request and "max_completion_tokens" not in request:
             request["max_tokens"] = self.max_tokens
+        request = capped_request(request, self.max_items)
+        structured = bool(request.get("response_format"))
+        attempts = self.retry.attempts if structured else 1
+        for attempt in range(attempts):
+            temperature, seed = self.retry.sampling(attempt, request.get("temperature"), request.get("seed"))
+            asked = request if attempt == 0 else {**request, "temperature": temperature, "seed": seed}
+            response, problem = self._ask(original, asked)
+            if problem is None:
+                if attempt:
+                    self.rescued += 1
+                if self.max_items is not None and structured and self._longest_list(response) >= self.max_items:
+                    self.list_cap_hits += 1
+                break
+            if attempt + 1 < attempts:
+                self.retries += 1
+                log.warning("%s: %s; asking again (retry %d of %d, temperature %s, seed %s)", self.library, problem,
+                            attempt + 1, attempts - 1, *self.retry.sampling(attempt + 1, request.get("temperature"), request.get("seed")))
+        return response
+
+    @staticmethod
+    def _longest_list(response: Any) -> int:
+        try:
+            return longest_list(json.loads(_fenceless(response.choices[0].message.content or "")))
+        except (json.JSONDecodeError, IndexError, AttributeError):
+            return 0
+
+    def _ask(self, original: Any, request: dict[str, Any]) -> tuple[Any, str | None]:
+        """One try: from the cache, or from the server; metered; (response, why it is unusable or None)."""
+        from openai.types.chat import ChatCompletion
+
         key = request_key({"library": self.library, **request}) if self._cache else None
         hit = self._cache.get(key) if self._cache and key else None
         hit_problem = unusable(hit, request) if hit is not None else None
         if hit is not None and (hit_problem is None or replayable_cut_off(hit, request)):
             response = ChatCompletion.model_validate(hit)
             latency = 0.0
+            problem = hit_problem
             if hit_problem:  # a cached greedy cut-off: the library fails on it as it did live
                 self.invalid_responses += 1
                 log.warning("%s: replaying a cached cut-off output (temperature 0 writes it again)", self.library)
@@ -154,4 +196,26 @@ class LibraryLLMTap:
         self.last_text = result.text
         self.meter.record(self.purpose, result)
         self._harness_meter.record(self.purpose, result)
-        return response
+        return response, problem
+
+    def guard_counts(self) -> dict[str, int]:
+        """What the output guard did, for a system's metrics."""
+        return {"invalid_responses": self.invalid_responses, "retries": self.retries, "rescued_by_retry": self.rescued,
+                "list_cap_hits": self.list_cap_hits}
+
+
+def _fenceless(content: str) -> str:
+    return content.strip().removeprefix("```json").removeprefix("```").removesuffix("```")
+
+
+def capped_request(request: dict[str, Any], max_items: int | None) -> dict[str, Any]:
+    """``request`` with ``maxItems`` <= ``max_items`` on every list of its json_schema (a copy; unchanged when
+    ``max_items`` is None or the request has no json_schema: Mem0's json_object has no schema to cap)."""
+    response_format = request.get("response_format")
+    if max_items is None or not isinstance(response_format, dict) or response_format.get("type") != "json_schema":
+        return request
+    json_schema = response_format.get("json_schema")
+    if not isinstance(json_schema, dict) or not isinstance(json_schema.get("schema"), dict):
+        return request
+    capped_schema = {**json_schema, "schema": cap_items(json_schema["schema"], max_items)}
+    return {**request, "response_format": {**response_format, "json_schema": capped_schema}}

@@ -32,6 +32,8 @@ from typing import Any
 import numpy as np
 
 from core.api import ChatResult, LLMClient, LLMOutputError
+from core.llm.client import RetryPolicy
+from core.llm.schema_caps import cap_strings
 
 log = logging.getLogger(__name__)
 
@@ -59,34 +61,6 @@ def allowed_tools(tools: list[dict[str, Any]], tool_choice: Any) -> list[dict[st
             raise ValueError(f"tool_choice names {wanted!r}, which is not among the request's tools")
         return picked
     return tools
-
-
-_NESTED_MAPS = ("properties", "patternProperties", "$defs", "definitions")
-_NESTED_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
-_NESTED_ONE = ("items", "additionalProperties", "not")
-
-
-def cap_strings(schema: Any, max_chars: int | None) -> Any:
-    """A copy of ``schema`` in which every string is at most ``max_chars`` long (a tighter ``maxLength``
-    is kept). Under schema-constrained decoding the backend must then close a string at the cap, so a
-    small model that loops inside one argument (Qwen2.5-Coder 1.5B repeating ``send_message``'s text up
-    to ``max_tokens``) still yields a well-formed call instead of a cut-off one. ``None`` = unchanged."""
-    if max_chars is None or not isinstance(schema, dict):
-        return schema
-    out = dict(schema)
-    types = out.get("type")
-    if types == "string" or (isinstance(types, list) and "string" in types):
-        out["maxLength"] = min(int(out.get("maxLength", max_chars)), max_chars)
-    for key in _NESTED_MAPS:
-        if isinstance(out.get(key), dict):
-            out[key] = {name: cap_strings(sub, max_chars) for name, sub in out[key].items()}
-    for key in _NESTED_LISTS:
-        if isinstance(out.get(key), list):
-            out[key] = [cap_strings(sub, max_chars) for sub in out[key]]
-    for key in _NESTED_ONE:
-        if isinstance(out.get(key), dict):
-            out[key] = cap_strings(out[key], max_chars)
-    return out
 
 
 def tool_call_schema(tools: list[dict[str, Any]], allow_text: bool, string_max_chars: int | None = None) -> dict[str, Any]:
@@ -255,7 +229,8 @@ class ToolCallServer:
     """An in-process OpenAI-compatible server (starlette + uvicorn on 127.0.0.1) in front of ``llm``.
 
     ``/v1/chat/completions``: requests with ``tools`` become one json_schema-constrained call
-    (retried with a new seed, up to ``attempts``, if the reply breaks the tool's schema); others
+    (retried as ``retry`` says, ``attempts`` tries in all when no policy is given, if the reply is cut off or breaks
+    the tool's schema); others
     pass through as plain chat. Every call goes through ``llm``, so the harness's meter (under
     ``purpose``) and response cache see it. ``/v1/embeddings`` encodes with ``embedder``.
     """
@@ -266,6 +241,7 @@ class ToolCallServer:
         embedder: Any = None,
         purpose: str = "tool_calls",
         attempts: int = 2,
+        retry: RetryPolicy | None = None,
         default_max_tokens: int = 512,
         max_tokens_cap: int | None = None,
         string_max_chars: int | None = None,
@@ -276,7 +252,8 @@ class ToolCallServer:
         self.request_log = Path(request_log) if request_log else None  # JSONL of tool requests and replies, for audits
         self.embedder = embedder
         self.purpose = purpose
-        self.attempts = attempts
+        self.retry = retry or RetryPolicy(attempts=attempts, temperature=0.0, seed=1)  # default: seeds 1, 2, ... greedy
+        self.attempts = self.retry.attempts
         self.default_max_tokens = default_max_tokens
         self.max_tokens_cap = max_tokens_cap
         self.string_max_chars = string_max_chars  # cap on every string argument a reply may write (cap_strings)
@@ -338,11 +315,12 @@ class ToolCallServer:
         last: LLMOutputError | None = None
         last_text = ""
         for attempt in range(self.attempts):
-            # A reply the client itself refuses (cut off at max_tokens, not JSON) is retried with the next seed
-            # like one that parses but breaks the tool's schema: at temperature 0 the same seed loops the same way.
+            # A reply the client itself refuses (cut off at max_tokens, not JSON) is retried like one that parses but
+            # breaks the tool's schema, with the retry's own sampling (RetryPolicy: greedy decoding loops the same way).
             try:
-                result = self.llm.chat(messages, response_schema=schema, max_tokens=max_tokens, temperature=temperature,
-                                       seed=seed + attempt, purpose=self.purpose)
+                try_temperature, try_seed = self.retry.sampling(attempt, temperature, seed)
+                result = self.llm.chat(messages, response_schema=schema, max_tokens=max_tokens, temperature=try_temperature,
+                                       seed=try_seed, purpose=self.purpose)
                 last_text = result.text
                 name, arguments = parse_tool_call(result.text, callable_tools, allow_text)
             except LLMOutputError as err:

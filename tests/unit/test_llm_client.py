@@ -201,3 +201,37 @@ def test_cache_entries_from_before_checksums_stay_hits_and_are_checksummed_on_fi
     assert cache.items() == []  # an export leaves the changed entry out
     cache.close()
     assert any(str(path) in r.getMessage() for r in caplog.records)
+
+
+def test_retry_policy_samples_a_new_reproducible_attempt_and_a_replay_pays_nothing(server, tmp_path):
+    """Issue 40 item 13: at temperature 0 llama.cpp decodes greedily, so a retry with only another seed writes the same
+    loop again. A RetryPolicy's retry keeps the first request as it was (cached replies replay) and asks again at a
+    small temperature with a fixed seed; the first try's fault is remembered, so a resumed run pays for neither try."""
+    from core.llm import GuardedLLM, RetryPolicy
+
+    client = OpenAICompatClient(base_url=server, model="m", cache_path=str(tmp_path / "c.sqlite"))
+    guarded = GuardedLLM(client, RetryPolicy(attempts=2, temperature=0.3, seed=5))
+    messages = [{"role": "user", "content": "x"}]
+    _Handler.replies = [(200, '{"facts": ["a", "a", "a"'), (200, '{"facts": ["a"]}')]
+    assert guarded.chat_json(messages, {"type": "object"}, max_tokens=32, purpose="extraction") == {"facts": ["a"]}
+    assert [(r["temperature"], r["seed"]) for r in _Handler.seen] == [(0.0, 0), (0.3, 5)]
+    assert {k: v for k, v in _Handler.seen[0].items() if k not in ("temperature", "seed")} == {
+        k: v for k, v in _Handler.seen[1].items() if k not in ("temperature", "seed")}
+    before = client.usage
+    assert guarded.chat_json(messages, {"type": "object"}, max_tokens=32, purpose="extraction") == {"facts": ["a"]}
+    assert len(_Handler.seen) == 2 and usage_since(before, client.usage).cached_calls == 2
+    assert guarded.model_id == "m" and guarded.usage.calls == client.usage.calls  # the rest is the client's
+
+
+def test_retry_policy_default_is_the_old_greedy_schedule_and_values_are_checked():
+    from core.llm import RetryPolicy, retry_policy
+
+    old = RetryPolicy(attempts=3, temperature=0.0, seed=1)
+    assert [old.sampling(n, 0.0, 0) for n in range(3)] == [(0.0, 0), (0.0, 1), (0.0, 2)]
+    sampled = RetryPolicy(attempts=3, temperature=0.3, seed=10)
+    assert [sampled.sampling(n, 0.0, 0) for n in range(3)] == [(0.0, 0), (0.3, 10), (0.3, 11)]
+    assert sampled.sampling(1, 0.7, 0) == (0.7, 10)  # a caller that already samples keeps its temperature
+    assert retry_policy(None).attempts == 1 and retry_policy({"attempts": 2, "temperature": 0.3}).temperature == 0.3
+    for bad in ({"attempts": 0}, {"temperature": 3}, {"seed": -1}, {"tries": 2}):
+        with pytest.raises(ValueError, match="system.retry"):
+            retry_policy(bad)

@@ -45,6 +45,7 @@ NON_DEFAULT: dict[str, object] = {
     "communities.resolution": 0.5, "communities.rerun_fraction": 0.1, "communities.rerun_every": 3, "communities.min_nodes_for_rerun": 2,
     "communities.n_iterations": 3, "communities.seed": 7, "communities.local_rerun_fraction": 0.25, "communities.local_min_size": 4,
     "communities.local_from_nodes": 50, "communities.backstop_rerun_fraction": 0.5,
+    "retry.attempts": 3, "retry.temperature": 0.5, "retry.seed": 4,
 }  # fmt: skip
 
 # keys whose non-default value refuses another's (a group extraction shows no held facts; a batched judgement
@@ -104,7 +105,7 @@ def test_non_default_values_reach_every_object(tmp_path):
     assert isinstance(memory, MosaicMemory)
     space = memory._space("ns")  # the per-namespace parts, built from the same blocks
     objects = {"": memory, "extract": memory.extractor, "gate": memory.gate, "conflict": space.detector, "scoring": space.scorer,
-               "retrieval": space.retriever, "graph": space.graph, "communities": space.communities}
+               "retrieval": space.retriever, "graph": space.graph, "communities": space.communities, "retry": memory.retry}
     for key, expected in NON_DEFAULT.items():
         if key in ALONE:
             continue
@@ -134,6 +135,8 @@ def test_the_conflict_switch_removes_the_detector(tmp_path):
         (["system.conflict.batch=true", "system.conflict.mode=pick"], r"system\.conflict\.batch=true needs system\.conflict\.mode=nli"),
         (["system.extract.source=gold"], r"system\.extract\.source='gold': must be one of \['model', 'oracle'\]"),
         (["ablation=oracle_extractor", "system.extract.held_facts=2"], r"system\.extract\.source=oracle with system\.extract\.held_facts=2: cannot be combined"),
+        (["system.retry.attempts=0"], r"system\.retry: attempts=0 must be >= 1"),
+        (["+system.retry.tries=2"], r"system\.retry: .*tries"),
         (["system=rag", "+system.no_such_knob=1"], r"system\.no_such_knob: unknown key for baselines\.rag\.RagMemory"),
         (["system=full_context", "system.chars_per_token=many"], r"system\.chars_per_token='many' does not fit"),
     ],

@@ -129,21 +129,29 @@ def test_bad_reply_is_retried_then_reported_as_error():
 
 
 def test_reply_cut_off_by_the_client_is_retried_with_the_next_seed():
-    """A greedy reply that loops to max_tokens comes back the same for the same seed (and, remembered as a
-    fault, fails at once): the layer asks once more with another seed instead of failing the agent's step."""
-    seeds: list[int] = []
+    """A greedy reply that loops to max_tokens comes back the same at temperature 0 whatever the seed (and,
+    remembered as a fault, fails at once): the layer asks once more as the system's RetryPolicy says, at a small
+    temperature with a fixed seed, instead of failing the agent's step."""
+    from core.llm import RetryPolicy
 
-    def reply(messages, schema, seed):
-        seeds.append(seed)
-        if len(seeds) == 1:
+    tries: list[tuple[float, int]] = []
+
+    def reply(request):
+        tries.append((request["temperature"], request["seed"]))
+        if request["temperature"] == 0:  # greedy: loops whatever the seed
             raise LLMOutputError("generation cut off at max_tokens=512 (finish_reason length)")
         return '{"name": "send_message", "arguments": {"message": "ok"}}'
 
-    llm = FakeLLM(lambda m, s: reply(m, s, llm.requests[-1]["seed"]))
-    server = ToolCallServer(llm, model_name="m", attempts=2)
+    llm = FakeLLM(lambda m, s: reply(llm.requests[-1]))
+    server = ToolCallServer(llm, model_name="m", retry=RetryPolicy(attempts=2, temperature=0.3, seed=11))
     body = server.complete({"messages": MESSAGES, "tools": TOOLS, "seed": 7})
     assert body["choices"][0]["message"]["tool_calls"][0]["function"]["name"] == "send_message"
-    assert seeds == [7, 8] and server.stats.well_formed_after_retry == 1
+    assert tries == [(0.0, 7), (0.3, 11)] and server.stats.well_formed_after_retry == 1
+
+    tries.clear()  # without a policy the old schedule (greedy, another seed) loops again: the retry cannot help
+    with pytest.raises(LLMOutputError):
+        ToolCallServer(llm, model_name="m", attempts=2).complete({"messages": MESSAGES, "tools": TOOLS, "seed": 7})
+    assert tries == [(0.0, 7), (0.0, 1)]
 
     def always_cut(m, s):
         raise LLMOutputError("generation cut off at max_tokens=512 (finish_reason length)")

@@ -244,3 +244,124 @@ def test_search_and_stored_items_read_a_real_graphiti_graph(tmp_path: Path):
         assert [(s.memory_id, s.source_turn_ids) for s in system.stored_items("conv-y")] == [(edge_uuid, ["D1:3"])]
     finally:
         system.close()
+
+
+# ------------------------------------------------------------------------- output guard (issue 40, item 13)
+LOOP = '{"extracted_entities": [{"name": "Nisha", "entity_type_id": 0}, {"name": "Nisha\'s dad", "entity_type_id": 0}, {"name": "Nisha'
+GOOD = '{"extracted_entities": [{"name": "Caroline", "entity_type_id": 0}]}'
+
+
+def _loops_when_greedy(payload: dict, n: int) -> tuple[str, str]:
+    """A small model at temperature 0: its entity list runs to max_tokens; sampled, it writes a short list."""
+    return (LOOP, "length") if payload["temperature"] == 0 else (GOOD, "stop")
+
+
+def _graphiti_llm(memory: zep.ZepMemory, api_base: str):
+    """The graphiti client ZepMemory._ensure_started builds (same tap, cap and shim), without FalkorDB."""
+    import openai
+
+    sync_client = openai.OpenAI(base_url=api_base, api_key="none", max_retries=0)
+    memory.tap.install(sync_client)
+    classes = zep._graphiti_clients()
+    config = classes.LLMConfig(api_key="none", model="m", small_model="m", base_url=api_base, temperature=0.0, max_tokens=memory.max_tokens)
+    return classes.HarnessGraphitiLLM(config, zep._AsyncCompletions(sync_client, memory.tap), memory.max_tokens)
+
+
+def _zep_from_conf(tmp_path: Path, cache: object, **overrides: object) -> zep.ZepMemory:
+    """ZepMemory built from conf/system/zep.yaml as Hydra builds it for a run."""
+    from hydra.utils import instantiate
+    from omegaconf import OmegaConf
+
+    conf = OmegaConf.merge(OmegaConf.load(Path(__file__).parents[2] / "conf/system/zep.yaml"), overrides)
+    return instantiate(conf, llm=served_llm_stub(cache=cache), embedder=None, workdir=str(tmp_path / "zep"))
+
+
+def _extract_entities(llm) -> dict:
+    import asyncio
+
+    from graphiti_core.prompts.extract_nodes import ExtractedEntities
+    from graphiti_core.prompts.models import Message
+
+    messages = [Message(role="system", content="Extract entities."), Message(role="user", content="Caroline: hi Mel!")]
+    return asyncio.run(llm.generate_response(messages, response_model=ExtractedEntities, max_tokens=16384, prompt_name="extract_nodes.extract_message"))
+
+
+def _max_items(schema: object) -> list[int | None]:
+    """maxItems of every array in a JSON schema (None where an array has none)."""
+    found: list[int | None] = []
+    if isinstance(schema, dict):
+        if schema.get("type") == "array":
+            found.append(schema.get("maxItems"))
+        for value in schema.values():
+            found += _max_items(value)
+    elif isinstance(schema, list):
+        for value in schema:
+            found += _max_items(value)
+    return found
+
+
+def test_output_guard_caps_lists_and_tokens_and_retries_a_loop_with_sampling(tmp_path: Path):
+    """Zep's quickstart lost 20 of 58 turns to extractions that looped to the token cap at temperature 0 with one
+    attempt. With conf/system/zep.yaml's guard: every list of graphiti's schema carries maxItems, the cap is the
+    configured max_tokens (graphiti asks for 16384), and a cut-off reply is asked again at the retry temperature
+    with a fixed seed (a greedy retry would loop again), so graphiti gets a usable reply; a resumed run replays
+    both tries from the cache."""
+    from core.llm import ResponseCache
+    from tests.fake_openai_server import FakeOpenAIServer
+
+    cache = ResponseCache(tmp_path / "cache.sqlite")
+    with FakeOpenAIServer(script=_loops_when_greedy) as server:
+        memory = _zep_from_conf(tmp_path, cache)
+        llm = _graphiti_llm(memory, server.url + "/v1")
+        assert _extract_entities(llm) == {"extracted_entities": [{"name": "Caroline", "entity_type_id": 0}]}
+        first, retry = server.requests
+        assert (first["temperature"], first["seed"], retry["temperature"], retry["seed"]) == (0.0, 0, memory.retry.temperature, memory.retry.seed)
+        assert memory.retry.attempts >= 2 and memory.retry.temperature > 0
+        assert first["max_tokens"] == retry["max_tokens"] == memory.max_tokens < 2048
+        caps = _max_items(first["response_format"]["json_schema"]["schema"])
+        assert caps and set(caps) == {memory.max_items}
+        assert {k: v for k, v in first.items() if k not in ("temperature", "seed")} == {k: v for k, v in retry.items() if k not in ("temperature", "seed")}
+        assert memory.tap.guard_counts() == {"invalid_responses": 1, "retries": 1, "rescued_by_retry": 1, "list_cap_hits": 0}
+        assert llm.schema_failures == 0
+
+        resumed = _zep_from_conf(tmp_path, cache)  # a resumed run on the same cache: the loop and the retry replay
+        assert _extract_entities(_graphiti_llm(resumed, server.url + "/v1"))["extracted_entities"][0]["name"] == "Caroline"
+        assert len(server.requests) == 2 and resumed.tap.usage.cached_calls == 2
+
+
+def test_without_a_retry_the_loop_fails_the_call_and_is_counted(tmp_path: Path):
+    """The guard's retry is what rescues the call: with one attempt graphiti cannot parse the cut-off reply."""
+    import json
+
+    from tests.fake_openai_server import FakeOpenAIServer
+
+    with FakeOpenAIServer(script=_loops_when_greedy) as server:
+        memory = _zep_from_conf(tmp_path, None, retry={"attempts": 1})
+        llm = _graphiti_llm(memory, server.url + "/v1")
+        with pytest.raises(json.JSONDecodeError):
+            _extract_entities(llm)
+        assert len(server.requests) == 1 and llm.schema_failures == 1
+        assert memory.tap.guard_counts()["retries"] == 0
+
+
+def test_a_reply_that_fills_the_list_cap_is_counted(tmp_path: Path):
+    """A list closed by maxItems is valid JSON (no retry), but probably a loop the cap ended: counted in metrics."""
+    from tests.fake_openai_server import FakeOpenAIServer
+
+    def full(payload: dict, n: int) -> tuple[str, str]:
+        cap = _max_items(payload["response_format"]["json_schema"]["schema"])[0]
+        items = [{"name": f"Nisha's relative {i}", "entity_type_id": 0} for i in range(cap)]
+        return '{"extracted_entities": ' + __import__("json").dumps(items) + "}", "stop"
+
+    with FakeOpenAIServer(script=full) as server:
+        memory = _zep_from_conf(tmp_path, None)
+        assert len(_extract_entities(_graphiti_llm(memory, server.url + "/v1"))["extracted_entities"]) == memory.max_items
+        assert memory.tap.guard_counts()["list_cap_hits"] == 1 and memory.metrics()["output_guard"]["list_cap_hits"] == 1
+
+
+def test_guard_settings_are_checked(tmp_path: Path):
+    """A bad guard value fails when the system is built, naming the key."""
+    for bad, key in (({"retry": {"attempts": 0}}, "system.retry: attempts=0"), ({"retry": {"tries": 2}}, "system.retry: .*tries"),
+                     ({"retry": {"temperature": -1}}, "system.retry: temperature"), ({"max_items": 0}, "system.max_items")):
+        with pytest.raises(ValueError, match=key):
+            zep.ZepMemory(llm=served_llm_stub(), embedder=None, workdir=str(tmp_path / "zep"), **bad)
