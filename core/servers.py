@@ -2,9 +2,10 @@
 
 A ``ManagedProcess`` starts a command in its own process group, waits until a health check
 passes, and stops the whole group on ``stop()``, on interpreter exit and when its owner is
-garbage-collected, so no server outlives the run (normal exit, error or Ctrl-C). A SIGTERM or
-SIGKILL of the harness runs no Python code, so each server also runs under a small ``sh`` watch
-loop that ends it once the harness process is gone. Its output goes
+garbage-collected, so no server outlives the run (normal exit, error, Ctrl-C, or a SIGTERM during a run,
+which ``eval.runner`` turns into an unwinding exception). A SIGKILL, or a SIGTERM outside a run, runs no
+Python code, so each server also runs under a small ``sh`` watch loop that ends it once the harness
+process is gone. Its output goes
 to a log file whose path every error names.
 """
 
