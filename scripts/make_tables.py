@@ -27,6 +27,8 @@ from typing import Any
 import pandas as pd
 from hydra.utils import get_class
 
+from eval.benchmarks.locomo import slice_label
+from eval.decomposition import decomposition_table
 from eval.tables import to_markdown, write_tables
 
 REPO = Path(__file__).resolve().parents[1]
@@ -170,6 +172,9 @@ def main(argv: list[str] | None = None) -> int:
     if not tables:
         print(f"no metrics.json under {args.root}", file=sys.stderr)
         return 1
+    decomposition = decomposition_table(load_runs(args.root), slice_label)  # issue 39: extractor or organisation
+    write_tables(decomposition, args.out / "decomposition")
+    tables["decomposition"] = to_markdown(decomposition)
     scaling = scaling_table()
     if not scaling.empty:
         write_tables(scaling, args.out / "scaling")

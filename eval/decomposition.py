@@ -1,0 +1,80 @@
+"""The extractor/organisation decomposition (issue 39): {turns, oracle facts} x {append-only rag, MOSAIC}.
+
+Every system that extracts with the small local model loses to raw-turn retrieval, so the question "does the
+model extract badly or does MOSAIC organise badly" needs four rows under one protocol: rag over turns, rag over
+the benchmark's gold facts (``ablation=oracle_facts``), MOSAIC with its model extractor, and MOSAIC with the gold
+facts in place of its extraction call (``ablation=oracle_extractor``). This module only picks those runs out of
+the published ones and lays them side by side; it computes nothing new.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from eval.metrics import format_ci
+from eval.tables import failures_cell
+
+# (system config name, ablation) -> the row's name, in the table's order
+ROWS: tuple[tuple[tuple[str, str], str], ...] = (
+    (("rag", "none"), "rag over turns"),
+    (("rag", "oracle_facts"), "rag over oracle facts"),
+    (("mosaic", "none"), "MOSAIC, model extractor"),
+    (("mosaic", "oracle_extractor"), "MOSAIC, oracle extractor"),
+)
+
+
+def _identity(metrics: dict[str, Any]) -> tuple[str, str] | None:
+    """(system, ablation) of a run that is a decomposition row; None for runs with command-line system settings."""
+    meta = metrics.get("metadata", {})
+    if any(isinstance(o, str) and o.startswith("system.") for o in meta.get("overrides", [])):
+        return None
+    return str(meta.get("system")), str(meta.get("ablation") or "none")
+
+
+def _size(metrics: dict[str, Any]) -> int:
+    return int((metrics.get("overall") or {}).get("n") or (metrics.get("counts") or {}).get("questions") or 0)
+
+
+def decomposition_rows(runs_by_benchmark: dict[str, list[dict[str, Any]]], locomo_slice: Any) -> list[dict[str, Any]]:
+    """Four rows per LoCoMo slice that has any decomposition run (``locomo_slice(metrics) -> str`` names it), so
+    rows of one slice compare like with like; the HaluMem columns come from that system's largest HaluMem run.
+    A cell with no published run stays empty."""
+    wanted = dict(ROWS)
+    locomo: dict[tuple[str, tuple[str, str]], dict[str, Any]] = {}
+    halumem: dict[tuple[str, str], dict[str, Any]] = {}
+    for metrics in runs_by_benchmark.get("locomo", []):
+        key = _identity(metrics)
+        if key in wanted:
+            locomo[(locomo_slice(metrics), key)] = metrics
+    for metrics in runs_by_benchmark.get("halumem", []):
+        key = _identity(metrics)
+        if key in wanted and (key not in halumem or _size(metrics) > _size(halumem[key])):
+            halumem[key] = metrics
+    slices = sorted({name for name, _ in locomo}) or [""]
+    rows = []
+    for slice_name in slices:
+        for key, name in ROWS:
+            lo, hm = locomo.get((slice_name, key)), halumem.get(key)
+            updating, qa = (hm or {}).get("updating") or {}, (hm or {}).get("qa") or {}
+            rows.append({
+                "row": name,
+                "LoCoMo slice": slice_name,
+                "LoCoMo judge": format_ci((lo or {}).get("overall", {}).get("judge")),
+                "LoCoMo token F1": format_ci((lo or {}).get("overall", {}).get("f1")),
+                "HaluMem update correct / halluc. / omission": " / ".join(format_ci(updating.get(k)) for k in ("correct", "hallucination", "omission")) if hm else "",
+                "HaluMem QA correct / halluc. / omission": " / ".join(format_ci(qa.get(k)) for k in ("correct", "hallucination", "omission")) if hm else "",
+                "failures (LoCoMo; HaluMem)": "; ".join(failures_cell(m) for m in (lo, hm) if m),
+            })  # fmt: skip
+    return rows
+
+
+def decomposition_table(runs_by_benchmark: dict[str, list[dict[str, Any]]], locomo_slice: Any) -> pd.DataFrame:
+    table = pd.DataFrame(decomposition_rows(runs_by_benchmark, locomo_slice)).set_index("row")
+    table.attrs["caption"] = (
+        "Extractor or organisation? The same runs as Tables 1 and 2, picked by (system, ablation): rag and MOSAIC, "
+        "each over what the local model extracts (for rag: the raw turns) and over the benchmark's gold facts "
+        "(ablation=oracle_facts / oracle_extractor). x100 [95% bootstrap CI]; an empty cell has no published run yet."
+    )
+    return table

@@ -1,0 +1,34 @@
+"""eval.decomposition: the four rows per LoCoMo slice are picked by (system, ablation), never mixed across slices."""
+
+from __future__ import annotations
+
+from eval.decomposition import decomposition_rows
+
+
+def run(system: str, ablation: str, judge: float, n: int = 20, overrides: list[str] | None = None, slice_name: str = "quick") -> dict:
+    return {"metadata": {"system": system, "ablation": ablation, "overrides": overrides or []}, "slice_name": slice_name,
+            "overall": {"n": n, "judge": {"mean": judge, "ci_low": judge, "ci_high": judge}, "f1": {"mean": 0.1}}}  # fmt: skip
+
+
+def test_rows_are_picked_by_system_and_ablation_per_slice():
+    runs = {"locomo": [run("rag", "none", 0.3), run("mosaic", "oracle_extractor", 0.7), run("mosaic", "none", 0.25),
+                       run("mosaic", "none", 0.9, overrides=["system.conflict.k=1"]),  # a sweep point is not the row
+                       run("rag", "none", 0.4, n=152, slice_name="conv-26")]}  # fmt: skip
+    rows = decomposition_rows(runs, lambda m: m["slice_name"])
+    assert [r["LoCoMo slice"] for r in rows] == ["conv-26"] * 4 + ["quick"] * 4
+    quick = {r["row"]: r for r in rows[4:]}
+    assert quick["rag over turns"]["LoCoMo judge"].startswith("30.0")
+    assert quick["MOSAIC, model extractor"]["LoCoMo judge"].startswith("25.0")  # not the k=1 sweep run's 90.0
+    assert quick["MOSAIC, oracle extractor"]["LoCoMo judge"].startswith("70.0")
+    assert quick["rag over oracle facts"]["LoCoMo judge"] == ""  # no run: an empty cell, never a made-up one
+    assert rows[0]["LoCoMo judge"].startswith("40.0") and rows[1]["LoCoMo judge"] == ""
+
+
+def test_halumem_columns_come_from_the_same_system_and_ablation():
+    halumem = {"metadata": {"system": "mosaic", "ablation": "oracle_extractor", "overrides": []}, "counts": {"questions": 55},
+               "updating": {"correct": {"mean": 0.5}, "hallucination": {"mean": 0.1}, "omission": {"mean": 0.4}},
+               "qa": {"correct": {"mean": 0.6}, "hallucination": {"mean": 0.2}, "omission": {"mean": 0.2}}}  # fmt: skip
+    rows = {r["row"]: r for r in decomposition_rows({"halumem": [halumem]}, lambda m: "")}
+    assert rows["MOSAIC, oracle extractor"]["HaluMem update correct / halluc. / omission"] == "50.0 / 10.0 / 40.0"
+    assert rows["MOSAIC, oracle extractor"]["HaluMem QA correct / halluc. / omission"] == "60.0 / 20.0 / 20.0"
+    assert rows["rag over turns"]["HaluMem QA correct / halluc. / omission"] == ""
