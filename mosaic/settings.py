@@ -40,6 +40,10 @@ RANGES: dict[str, Rule | NumberList | Choice] = {
     "search_pool_factor": COUNT,
     "search_pool_extra": SIZE,
     "importance": Rule(low=0, high=1, integer=False, also=("rho",), meaning="a fixed importance, or rho"),
+    # output guard (core.llm.RetryPolicy): tries in all, the retries' sampling temperature and their fixed seed
+    "retry.attempts": Rule(low=1, meaning="tries of a structured call in all; 1 = no retry"),
+    "retry.temperature": Rule(low=0, high=2, integer=False, meaning="temperature of the retries (0 repeats a greedy loop)"),
+    "retry.seed": Rule(low=0, meaning="seed of the first retry"),
     # extraction
     "extract.max_entities": Rule(low=1, meaning="entities kept per turn; 0 would pay every call and store nothing"),
     "extract.max_tokens": TOKENS,

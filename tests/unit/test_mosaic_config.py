@@ -135,7 +135,7 @@ def test_the_conflict_switch_removes_the_detector(tmp_path):
         (["system.conflict.batch=true", "system.conflict.mode=pick"], r"system\.conflict\.batch=true needs system\.conflict\.mode=nli"),
         (["system.extract.source=gold"], r"system\.extract\.source='gold': must be one of \['model', 'oracle'\]"),
         (["ablation=oracle_extractor", "system.extract.held_facts=2"], r"system\.extract\.source=oracle with system\.extract\.held_facts=2: cannot be combined"),
-        (["system.retry.attempts=0"], r"system\.retry: attempts=0 must be >= 1"),
+        (["system.retry.attempts=0"], r"system\.retry\.attempts=0: must be an integer >= 1"),
         (["+system.retry.tries=2"], r"system\.retry: .*tries"),
         (["system=rag", "+system.no_such_knob=1"], r"system\.no_such_knob: unknown key for baselines\.rag\.RagMemory"),
         (["system=full_context", "system.chars_per_token=many"], r"system\.chars_per_token='many' does not fit"),

@@ -173,13 +173,14 @@ class HaluMemBenchmark:
             {name: sorted(table.rows(), key=lambda r: order.get(str(r["key"]).split(":")[0], len(order))) for name, table in rows.items()},
             extraction_mode=mode,
             system_name=getattr(system, "name", type(system).__name__),
-            links=self._links_counted(system, mode),
+            links=self._links_counted(system, mode, ctx),
         )
 
     @staticmethod
-    def _links_counted(system: MemorySystem, mode: str) -> bool:
-        """Update links need what the system held before each add (inspect) and a system that can raise conflicts."""
-        return mode == "inspect" and getattr(system, "conflict_signal", True) is not False
+    def _links_counted(system: MemorySystem, mode: str, ctx: RunContext) -> bool:
+        """Update links need what the system held before each add (inspect), a system that can raise conflicts, and
+        the run's embedder (held and new memories are matched to gold points by text where they carry no fact id)."""
+        return mode == "inspect" and getattr(system, "conflict_signal", True) is not False and ctx.embedder is not None
 
     def _sessions(self, user: HaluMemUser) -> tuple[Session, ...]:
         return user.sessions if self.limit_sessions is None else user.sessions[: self.limit_sessions]
@@ -227,7 +228,7 @@ class HaluMemBenchmark:
             )
             if session.is_generated_qa_session:
                 continue
-            if self._links_counted(system, mode) and key not in rows["update_links"]:
+            if self._links_counted(system, mode, ctx) and key not in rows["update_links"]:
                 row = link_session(s_idx, session.memory_points, held_before, report.conflict_events, gold_text, ctx.embedder.encode,
                                    self.link_held_similarity, self.link_new_similarity)  # fmt: skip
                 rows["update_links"].append({"key": key, "uuid": user.uuid, "session": s_idx, **row})
