@@ -28,7 +28,6 @@ import json
 import os
 import platform
 import shlex
-import sqlite3
 import statistics
 import subprocess
 import sys
@@ -68,11 +67,17 @@ class Setting:
 
 
 def cache_replies(cache_file: Path) -> dict[str, str]:
-    """Request key -> reply text of a response cache (remembered faults included, marked)."""
+    """Request key -> reply text of a response cache (remembered faults included, marked), read through the
+    cache's own reader so an entry failing its checksum is left out as an export would leave it."""
     if not cache_file.exists():
         return {}
-    with sqlite3.connect(cache_file) as db:
-        rows = db.execute("SELECT key, value FROM responses").fetchall()
+    from core.llm.cache import ResponseCache
+
+    cache = ResponseCache(cache_file)
+    try:
+        rows = cache.items()
+    finally:
+        cache.close()
     replies = {}
     for key, value in rows:
         entry = json.loads(value)
