@@ -25,15 +25,21 @@ def test_json_schema_output_from_local_server(small_llm):
 def test_string_cap_is_honoured_by_the_backend(small_llm):
     """The tool-call layer's cap (maxLength) only helps if the server's schema-to-grammar conversion keeps it:
     asked for a long story, the model must close the string at the cap and finish the JSON; without the cap
-    the same request runs into max_tokens (so the cap, not the prompt, is what closed it)."""
+    the same request runs into max_tokens or writes far past the cap (so the cap, not the prompt, closed it)."""
     plain = {"type": "object", "properties": {"story": {"type": "string"}}, "required": ["story"], "additionalProperties": False}
     prompt = [{"role": "user", "content": 'Write a long story (at least 300 words) about a dragon, as JSON {"story": "..."}.'}]
     result = small_llm.chat(prompt, response_schema=cap_strings(plain, 40), max_tokens=120, purpose="cap")
     story = result.json()["story"]
     assert 0 < len(story) <= 40
     assert result.completion_tokens < 40
-    with pytest.raises(LLMOutputError, match=r"cut off at max_tokens=120 \(finish_reason length\)"):
-        small_llm.chat(prompt, response_schema=plain, max_tokens=120, purpose="uncapped")
+    # Uncapped, the same request either runs into max_tokens or closes a story well past the cap: which of the two
+    # depends on the CPU's numerics (CI once saw a short story finish under 120 tokens), the point does not.
+    try:
+        uncapped = small_llm.chat(prompt, response_schema=plain, max_tokens=120, purpose="uncapped").json()["story"]
+    except LLMOutputError as err:
+        assert "cut off at max_tokens=120 (finish_reason length)" in str(err)
+    else:
+        assert len(uncapped) > 2 * 40, uncapped
 
 
 def test_vllm_path_against_a_separately_started_server(small_llm, tmp_path):
