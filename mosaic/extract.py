@@ -21,13 +21,14 @@ import logging
 import re
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from dateutil import parser as date_parser
 from dateutil.relativedelta import relativedelta
 
-from core.api import Turn
-from core.llm import LLMClient, LLMError, LLMOutputError
+from core.api import LLMUsage, Turn
+from core.llm import LLMClient, LLMError, LLMOutputError, own_usage, usage_since
 from core.tally import Tally
 from mosaic.entity import Entity
 from mosaic.oracle import oracle_entity
@@ -302,6 +303,11 @@ class EntityExtractor:
 
     ``source="oracle"`` (the oracle-extractor study, off by default): no LLM call; a turn's entities are
     the gold facts attached to it (``Turn.oracle_facts``), built by mosaic.oracle's rules.
+
+    ``concurrent_calls`` > 1 (speed, issue 41): ``extract_ahead`` sends the calls of a session's turns
+    that many at a time, so a server with several slots decodes them in one batch. Each call's request
+    is the one ``extract`` sends (same prompt, same previous turn), so only the server's batching can
+    change a reply; the caller still writes the turns one by one, in order.
     """
 
     def __init__(
@@ -315,6 +321,7 @@ class EntityExtractor:
         held_facts: int = 0,
         turns_per_call: int = 1,
         source: str = "model",
+        concurrent_calls: int = 1,
     ) -> None:
         self.llm = llm
         if source not in EXTRACTION_SOURCES:
@@ -335,6 +342,9 @@ class EntityExtractor:
             raise ValueError(f"extract.turns_per_call={turns_per_call} must be >= 1 (1: the paper's extraction, one call per turn)")
         if self.turns_per_call > 1 and self.held_facts:
             raise ValueError("extract.turns_per_call > 1 and extract.held_facts > 0 cannot be combined yet: the group prompt shows no held facts")
+        self.concurrent_calls = int(concurrent_calls)
+        if self.concurrent_calls < 1:
+            raise ValueError(f"extract.concurrent_calls={concurrent_calls} must be >= 1 (1: one extraction call at a time)")
         self.system_prompt = SYSTEM_PROMPT.format(max_entities=self.max_entities) + (HELD_PROMPT if self.held_facts else "")
         self.few_shot = HELD_FEW_SHOT if self.held_facts else FEW_SHOT
         self.schema = extraction_schema(self.max_entities, self.held_facts)
@@ -357,6 +367,25 @@ class EntityExtractor:
             lines.extend(f"{i}. {text}" for i, text in enumerate(held, start=1))
         lines.append(f"Message from {turn.speaker}: {turn.text}")
         return [{"role": "system", "content": self.system_prompt}, *self.few_shot, {"role": "user", "content": "\n".join(lines)}]
+
+    def can_extract_ahead(self) -> bool:
+        """Whether a turn's extraction depends only on the turn and the one before it (not on memory), so the
+        calls of a session can be made before its turns are written: one turn per call, no held facts shown."""
+        return self.concurrent_calls > 1 and self.source == "model" and self.turns_per_call == 1 and self.held_facts == 0
+
+    def extract_ahead(self, jobs: list[tuple[Turn, str | None, Turn | None]]) -> list[tuple[ExtractionResult, LLMUsage]]:
+        """``extract(turn, session_time, previous)`` for each job, ``concurrent_calls`` calls at a time, results in
+        job order, each with the usage its call metered (made on a pool thread, which the caller's per-thread
+        meter does not see)."""
+
+        def one(job: tuple[Turn, str | None, Turn | None]) -> tuple[ExtractionResult, LLMUsage]:
+            turn, session_time, previous = job
+            before = own_usage(self.llm)
+            result = self.extract(turn, session_time, previous=previous)
+            return result, usage_since(before, own_usage(self.llm))
+
+        with ThreadPoolExecutor(max_workers=self.concurrent_calls, thread_name_prefix="extract-ahead") as pool:
+            return list(pool.map(one, jobs))
 
     def extract(
         self, turn: Turn, session_time: str | None = None, previous: Turn | None = None, held: list[str] | None = None

@@ -260,10 +260,30 @@ class MosaicMemory:
     def _add(self, namespace: str, turns: list[Turn], session_time: str | None, check_conflicts: bool) -> AddReport:
         space = self._space(namespace)
         report = AddReport()
-        for group, group_time in self._write_groups(turns, session_time):
-            report.merge(self._add_group(space, group, group_time, check_conflicts))
+        groups = self._write_groups(turns, session_time)
+        ahead = self._extract_ahead(space, groups)
+        for position, (group, group_time) in enumerate(groups):
+            report.merge(self._add_group(space, group, group_time, check_conflicts, ahead=ahead[position] if ahead else None))
         self._save(namespace, space)
         return report
+
+    def _extract_ahead(self, space: _Namespace, groups: list[tuple[list[Turn], str | None]]) -> list[tuple[Any, LLMUsage, float]] | None:
+        """With ``extract.concurrent_calls`` > 1, every turn's extraction call of this add, made before the first
+        write, several at a time (eval: issue 41). Each job carries the previous turn one-by-one writing
+        would show it (``_add_group``'s rule), so the requests are the same; None when off or not possible."""
+        if len(groups) < 2 or not self.extractor.can_extract_ahead():
+            return None
+        jobs = []
+        last = space.last_turn
+        for (turn,), group_time in groups:
+            previous = last if last is not None and last.session_time == group_time else None
+            jobs.append((turn, group_time, previous))
+            last = dataclasses.replace(turn, session_time=group_time)
+        started = time.perf_counter()
+        results = self.extractor.extract_ahead(jobs)
+        # the calls' wall time is booked on the first group (its cost-log row), so per-turn seconds still sum up
+        wall = time.perf_counter() - started
+        return [(result, usage, wall if position == 0 else 0.0) for position, (result, usage) in enumerate(results)]
 
     def _write_groups(self, turns: list[Turn], session_time: str | None) -> list[tuple[list[Turn], str | None]]:
         """Consecutive turns of one session, ``extract.turns_per_call`` at a time (one turn each by default):
@@ -278,7 +298,11 @@ class MosaicMemory:
                 groups.append(([turn], when))
         return groups
 
-    def _add_group(self, space: _Namespace, turns: list[Turn], session_time: str | None, check_conflicts: bool = True) -> AddReport:
+    def _add_group(
+        self, space: _Namespace, turns: list[Turn], session_time: str | None, check_conflicts: bool = True,
+        ahead: tuple[Any, LLMUsage, float] | None = None,
+    ) -> AddReport:
+        """Write one group. ``ahead``: its extraction, already made by ``_extract_ahead``, with that call's usage and seconds."""
         started = time.perf_counter()
         before = own_usage(self.llm)
         report = AddReport(n_turns=len(turns))
@@ -286,7 +310,10 @@ class MosaicMemory:
         # another session (or a probe written after a restored context) is not what this one answers
         previous = space.last_turn if space.last_turn is not None and space.last_turn.session_time == session_time else None
         held: list[Entity] = []
-        if len(turns) == 1:
+        if ahead is not None:
+            extractions = [ahead[0]]
+            started -= ahead[2]  # the calls' wall time, booked on the first group (see _extract_ahead)
+        elif len(turns) == 1:
             held = self._held_for_proposal(space, turns[0]) if check_conflicts else []
             extractions = [self.extractor.extract(turns[0], session_time, previous=previous, held=[e.text for e in held])]
         else:
@@ -345,6 +372,8 @@ class MosaicMemory:
             space.scorer.on_write(space.graph, space.communities, changed)
             space.retriever_dirty = True
         report.usage = usage_since(before, own_usage(self.llm))
+        if ahead is not None:
+            report.usage.merge(ahead[1])  # the extraction call, made earlier on a pool thread
         seconds = round(time.perf_counter() - started, 4)
         stored_by_turn = Counter(turn_id for item in report.stored for turn_id in item.source_turn_ids[:1])
         for position, (turn, extraction) in enumerate(zip(turns, extractions)):

@@ -52,6 +52,7 @@ RANGES: dict[str, Rule | NumberList | Choice] = {
     "extract.copy_margin": SHARE,
     "extract.held_facts": SIZE,
     "extract.turns_per_call": COUNT,
+    "extract.concurrent_calls": COUNT,
     "extract.source": Choice(EXTRACTION_SOURCES),
     # confidence gate
     "gate.rho_min": Rule(low=0, high=1, integer=False, low_open=True, meaning="the confidence a commit needs"),

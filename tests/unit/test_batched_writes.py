@@ -213,3 +213,51 @@ def test_one_turn_per_call_writes_as_before(tmp_path):
     default.add("c", session, "2023-05-08")
     assert [r["messages"] for r in grouped_llm.requests] == [r["messages"] for r in default_llm.requests]
     assert all("group" not in row for row in grouped._spaces["c"].cost_log)
+
+
+def _ahead_mem(tmp_path, concurrent_calls: int) -> tuple[MosaicMemory, FakeLLM]:
+    llm = FakeLLM(group_responder)
+    mem = MosaicMemory(llm=llm, embedder=BowEmbedder(), workdir=tmp_path, retrieval=partial(Retriever, mode="exact", top_k=5),
+                       extract=partial(EntityExtractor, concurrent_calls=concurrent_calls, context_chars=200))  # fmt: skip
+    return mem, llm
+
+
+def _write_two_sessions(mem: MosaicMemory) -> list:
+    reports = [mem.add("c", _session(["I have two dogs.", "I work as a nurse.", "I sing in a choir."], 1), "2023-05-08")]
+    reports.append(mem.add("c", _session(["We got a third dog.", "I quit the choir."], 2), "2023-06-01"))
+    return reports
+
+
+def test_extraction_ahead_sends_the_same_requests_and_writes_the_same_memory(tmp_path):
+    """Issue 41: ``extract.concurrent_calls`` > 1 makes a session's extraction calls first, several at a time.
+    Every request (prompt with its previous turn, schema, max_tokens) equals one-by-one writing's, and so do
+    the memory, the events and the usage each add reports; only the order of calls changes."""
+    serial, serial_llm = _ahead_mem(tmp_path / "serial", 1)
+    ahead, ahead_llm = _ahead_mem(tmp_path / "ahead", 3)
+    serial_reports, ahead_reports = _write_two_sessions(serial), _write_two_sessions(ahead)
+
+    def extraction(llm):
+        return sorted(str(r) for r in llm.requests if r["purpose"] == "extraction")
+
+    assert len(extraction(ahead_llm)) == 5 and extraction(ahead_llm) == extraction(serial_llm)
+    assert "Previous message (Ana): I work as a nurse." in str(ahead_llm.requests)  # turn 3 saw turn 2 as before
+    first_writes = [r["purpose"] for r in ahead_llm.requests][:3]
+    assert first_writes == ["extraction"] * 3  # session 1's calls all went out before its first write
+    assert sorted(str(r) for r in ahead_llm.requests) == sorted(str(r) for r in serial_llm.requests)
+    for mine, theirs in zip(ahead_reports, serial_reports):
+        assert [(s.memory_id, s.text) for s in mine.stored] == [(s.memory_id, s.text) for s in theirs.stored]
+        assert [(e.old_text, e.new_text, e.verdict) for e in mine.updated] == [(e.old_text, e.new_text, e.verdict) for e in theirs.updated]
+        assert mine.usage.calls == theirs.usage.calls and mine.usage.by_purpose == theirs.usage.by_purpose
+    log = ahead._spaces["c"].cost_log
+    assert sum(row["usage"]["calls"] for row in log) == len(ahead_llm.requests)
+    assert [row["usage"]["by_purpose"].get("extraction", {}).get("calls", 0) for row in log] == [1] * 5
+
+
+def test_extraction_ahead_is_off_where_a_turn_depends_on_memory(tmp_path):
+    """Held facts shown to the extractor depend on what earlier turns stored: no calls ahead then."""
+    llm = FakeLLM(group_responder)
+    mem = MosaicMemory(llm=llm, embedder=BowEmbedder(), workdir=tmp_path, retrieval=partial(Retriever, mode="exact", top_k=5),
+                       extract=partial(EntityExtractor, concurrent_calls=3, held_facts=2))  # fmt: skip
+    assert not mem.extractor.can_extract_ahead()
+    with pytest.raises(ValueError, match=r"extract.concurrent_calls=0 must be >= 1"):
+        EntityExtractor(llm, concurrent_calls=0)
