@@ -140,10 +140,12 @@ class AMemMemory:
         embedder: Any,
         workdir: str,
         temperature: float | None = 0.0,
-        max_tokens: int | None = 1024,
         name: str = "amem",
-        retry: Any = None,
-        max_items: int | None = None,
+        *,
+        # output guard: no defaults, conf/system/amem.yaml decides (tests/unit/test_code_defaults.py)
+        max_tokens: int | None,
+        retry: Any,
+        max_items: int | None,
     ) -> None:
         if max_items is not None and int(max_items) < 1:
             raise ValueError(f"system.max_items={max_items} must be >= 1 (or null: A-Mem's schemas unchanged)")

@@ -208,10 +208,12 @@ class Mem0Memory:
         max_tokens: int = 2000,
         temperature: float | None = 0.0,
         session_date_as_observation_date: bool = True,
-        custom_instructions: str | None = None,
         name: str = "mem0",
         request_timeout_s: float = 1800.0,
-        retry: Any = None,
+        *,
+        # no defaults: conf/system/mem0.yaml decides (tests/unit/test_code_defaults.py); None = Mem0's own prompt / no retry
+        custom_instructions: str | None,
+        retry: Any,
     ) -> None:
         if batch_turns < 1:
             raise ValueError(f"system.batch_turns must be >= 1, got {batch_turns}")

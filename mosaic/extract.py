@@ -314,8 +314,8 @@ class EntityExtractor:
         self,
         llm: LLMClient,
         max_entities: int = 3,
-        max_tokens: int = 256,
-        context_chars: int = 0,
+        max_tokens: int = 320,  # defaults = conf/system/mosaic.yaml (tests/unit/test_code_defaults.py)
+        context_chars: int = 200,
         max_fact_chars: int = 300,
         copy_margin: float = 0.5,
         held_facts: int = 0,

@@ -166,7 +166,8 @@ class MosaicMemory:
         search_pool_extra: int = 5,
         importance: Literal["rho"] | float = "rho",
         persist: bool = True,
-        retry: RetryPolicy | Mapping[str, Any] | None = None,
+        *,
+        retry: RetryPolicy | Mapping[str, Any] | None,  # no default: conf/system/mosaic.yaml says (None: the client's own)
     ) -> None:
         self.name = name
         # output guard: every structured call (extraction, belief, routing) retries as system.retry says

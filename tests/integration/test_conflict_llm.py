@@ -57,7 +57,7 @@ def test_benchmark_runs_cases_through_mosaic(default_llm, embedder, tmp_path):
 
     # take-home pay, rent, groceries, checking account, dining budget
     suite_path = mini_dev_suite(tmp_path / "mini_dev.json", [0, 1, 7, 12, 17], ("hn-02", "hs-03", "hc-01", "hc-12"))
-    system = MosaicMemory(llm=default_llm, embedder=embedder, workdir=tmp_path / "system", persist=False)
+    system = MosaicMemory(retry=None, llm=default_llm, embedder=embedder, workdir=tmp_path / "system", persist=False)
     ctx = RunContext(run_dir=tmp_path / "run", cfg=None, llm=default_llm, judge_llm=default_llm, embedder=embedder, answerer=None)
     metrics = ConflictBenchmark(suite=str(suite_path), bootstrap_samples=100).run(system, ctx)
     assert metrics["n_cases"] == 4 and metrics["snapshot_restore"] is True

@@ -21,7 +21,7 @@ LATE = "4:30 pm on 20 June, 2023"
 
 @pytest.fixture(scope="module")
 def ingested(default_llm, embedder, tmp_path_factory):
-    mem = MosaicMemory(llm=default_llm, embedder=embedder, workdir=tmp_path_factory.mktemp("mosaic"),
+    mem = MosaicMemory(retry=None, llm=default_llm, embedder=embedder, workdir=tmp_path_factory.mktemp("mosaic"),
                        conflict=partial(ConflictDetector, k=5), retrieval=partial(Retriever, mode="exact"))
     first = mem.add("ana", [
         Turn("S1:1", "Ana", "We have two dogs at home, Max and Bella."),

@@ -21,6 +21,9 @@ from baselines.amem import (
 from core.api import MemorySystem, Turn
 from tests.fakes import served_llm_stub
 
+# the output guard has no defaults (conf/system/amem.yaml decides): the old code defaults, which these tests were written for
+NO_GUARD = {"max_tokens": 1024, "retry": None, "max_items": None}
+
 
 def _update(memory_id: str, changes: dict[str, Any]) -> NeighbourUpdate:
     return NeighbourUpdate(memory_id, f"content of {memory_id}", "Living in Paris", ["home", "city"], changes, [f"T-{memory_id}"])
@@ -89,7 +92,7 @@ class _ScriptedAMem:
 
 
 def test_adapter_reports_stored_notes_and_evolution_of_existing_notes(tmp_path: Path):
-    adapter = AMemMemory(llm=served_llm_stub(), embedder=object(), workdir=str(tmp_path))
+    adapter = AMemMemory(llm=served_llm_stub(), embedder=object(), workdir=str(tmp_path), **NO_GUARD)
     assert isinstance(adapter, MemorySystem)
     fake = _ScriptedAMem()
     space = _Space(fake, tmp_path, {})
@@ -128,7 +131,7 @@ def test_note_ids_are_reproducible_uuids_unique_per_namespace_turn_and_position(
 def test_snapshot_and_restore_bring_back_the_notes_on_real_chromadb(tmp_path: Path):
     """Real AgenticMemorySystem and ChromaDB, notes written without the LLM (add_document)."""
     llm = served_llm_stub()
-    adapter = AMemMemory(llm=llm, embedder=object(), workdir=str(tmp_path))
+    adapter = AMemMemory(llm=llm, embedder=object(), workdir=str(tmp_path), **NO_GUARD)
     space = adapter._space("ns")
     retriever = space.system.retriever
     for n, text in enumerate(["Caroline lives in Paris.", "Melanie paints on Sundays."]):

@@ -164,7 +164,7 @@ def group_responder(messages, schema):
 
 def _mem(tmp_path, turns_per_call: int, batch: bool) -> tuple[MosaicMemory, FakeLLM]:
     llm = FakeLLM(group_responder)
-    mem = MosaicMemory(llm=llm, embedder=BowEmbedder(), workdir=tmp_path, retrieval=partial(Retriever, mode="exact", top_k=5),
+    mem = MosaicMemory(retry=None, llm=llm, embedder=BowEmbedder(), workdir=tmp_path, retrieval=partial(Retriever, mode="exact", top_k=5),
                        extract=partial(EntityExtractor, turns_per_call=turns_per_call),
                        conflict=partial(ConflictDetector, batch=batch))  # fmt: skip
     return mem, llm
@@ -209,7 +209,7 @@ def test_one_turn_per_call_writes_as_before(tmp_path):
     session = _session(["I have two dogs.", "I work as a nurse."], 1)
     grouped.add("c", session, "2023-05-08")
     default_llm = FakeLLM(group_responder)
-    default = MosaicMemory(llm=default_llm, embedder=BowEmbedder(), workdir=tmp_path / "b", retrieval=partial(Retriever, mode="exact", top_k=5))
+    default = MosaicMemory(retry=None, llm=default_llm, embedder=BowEmbedder(), workdir=tmp_path / "b", retrieval=partial(Retriever, mode="exact", top_k=5))
     default.add("c", session, "2023-05-08")
     assert [r["messages"] for r in grouped_llm.requests] == [r["messages"] for r in default_llm.requests]
     assert all("group" not in row for row in grouped._spaces["c"].cost_log)

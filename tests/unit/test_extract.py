@@ -240,7 +240,7 @@ def test_mosaic_with_the_oracle_extractor_runs_the_usual_write_path_and_names_th
             return [ConflictDecision(new.entity_id, old.entity_id, "update", "semantic", "dogs", 1.0)
                     for old in graph.entities() if "dogs" in old.text and "dogs" in new.text and old.text != new.text]  # fmt: skip
 
-    mem = MosaicMemory(llm=FakeLLM(_no_llm), embedder=BowEmbedder(), workdir=tmp_path, extract=partial(EntityExtractor, source="oracle"),
+    mem = MosaicMemory(retry=None, llm=FakeLLM(_no_llm), embedder=BowEmbedder(), workdir=tmp_path, extract=partial(EntityExtractor, source="oracle"),
                        retrieval=partial(Retriever, mode="exact", top_k=5), conflict=DogDetector)  # fmt: skip
     said = (OracleFact("0:p1", "Ana has two dogs.", "Ana", "Persona Memory"), OracleFact("0:p2", "Ana works as a nurse.", "Ana", "Persona Memory"))
     first = mem.add("u", [Turn("0:0:user", "Ana", "hi"), Turn("0:0:assistant", "assistant", "hello", oracle_facts=said)], "2029-01-01T10:00:00")
@@ -264,9 +264,9 @@ def test_oracle_rows_name_themselves_in_run_metadata(tmp_path):
     from mosaic.retrieval import Retriever
     from tests.unit.test_graph import BowEmbedder
 
-    oracle = MosaicMemory(llm=FakeLLM(_no_llm), embedder=BowEmbedder(), workdir=tmp_path, extract=partial(EntityExtractor, source="oracle"),
+    oracle = MosaicMemory(retry=None, llm=FakeLLM(_no_llm), embedder=BowEmbedder(), workdir=tmp_path, extract=partial(EntityExtractor, source="oracle"),
                           retrieval=partial(Retriever, mode="exact"))  # fmt: skip
-    model = MosaicMemory(llm=FakeLLM(_no_llm), embedder=BowEmbedder(), workdir=tmp_path / "m", retrieval=partial(Retriever, mode="exact"))
+    model = MosaicMemory(retry=None, llm=FakeLLM(_no_llm), embedder=BowEmbedder(), workdir=tmp_path / "m", retrieval=partial(Retriever, mode="exact"))
     rag = RagMemory(llm=None, embedder=BowEmbedder(), workdir=str(tmp_path), source="oracle")
     assert oracle.run_metadata()["row_label"] == "MOSAIC with the oracle extractor" and "row_label" not in model.run_metadata()
     assert row_label({"metadata": {"system": "rag", "ablation": "oracle_facts", "system_metadata": rag.run_metadata()}}) == "rag over oracle facts / oracle_facts"

@@ -32,7 +32,7 @@ def test_a_one_turn_group_is_exactly_extract():
     expected = EntityExtractor(single, context_chars=200).extract(LIO, SESSION, previous=previous)
     results = EntityExtractor(grouped, context_chars=200, turns_per_call=4).extract_group([LIO], SESSION, previous=previous)
     assert grouped.requests[0]["messages"] == single.requests[0]["messages"]
-    assert grouped.requests[0]["schema"] == single.requests[0]["schema"] and grouped.requests[0]["max_tokens"] == 256
+    assert grouped.requests[0]["schema"] == single.requests[0]["schema"] and grouped.requests[0]["max_tokens"] == 320  # conf/system/mosaic.yaml extract.max_tokens
     assert len(results) == 1 and [e.entity_id for e in results[0].entities] == [e.entity_id for e in expected.entities]
     assert "msg" not in grouped.requests[0]["schema"]["properties"]["facts"]["items"]["properties"]
 

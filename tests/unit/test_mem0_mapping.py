@@ -12,6 +12,9 @@ from baselines.mem0 import Mem0Memory, mem0_config, mem0_results_to_report, mem0
 from core.api import MemorySystem, Turn
 from tests.fakes import served_llm_stub
 
+# the constructor has no default for these (conf/system/mem0.yaml decides): Mem0's own extraction prompt, one attempt
+LIBRARY_PROMPT = {"custom_instructions": None, "retry": None}
+
 
 def test_add_update_delete_none_map_to_stored_and_update_events():
     results = [
@@ -105,7 +108,7 @@ class _ScriptedMem0:
 
 
 def _adapter(tmp_path: Path) -> tuple[Mem0Memory, _ScriptedMem0]:
-    adapter = Mem0Memory(llm=served_llm_stub(), embedder=object(), workdir=str(tmp_path), batch_turns=2)
+    adapter = Mem0Memory(llm=served_llm_stub(), embedder=object(), workdir=str(tmp_path), batch_turns=2, **LIBRARY_PROMPT)
     fake = _ScriptedMem0()
     adapter._memory = fake
     return adapter, fake
@@ -144,15 +147,15 @@ def test_reset_empties_namespace_and_starts_a_new_scope_that_survives_restart(tm
     assert fake.adds == [] and adapter.search("conv-0", "q", 5) == []
     adapter.add("conv-0", [Turn("D1:2", "Caroline", "b")])
     assert fake.adds[-1]["user_id"] == "conv-0--Caroline--g1"
-    reopened = Mem0Memory(llm=served_llm_stub(), embedder=object(), workdir=str(tmp_path))
+    reopened = Mem0Memory(llm=served_llm_stub(), embedder=object(), workdir=str(tmp_path), **LIBRARY_PROMPT)
     assert reopened._user_ids("conv-0") == [("Caroline", "conv-0--Caroline--g1")]
 
 
 def test_bad_config_values_are_named():
     with pytest.raises(ValueError, match="batch_turns"):
-        Mem0Memory(llm=served_llm_stub(), embedder=object(), workdir="/tmp/x", batch_turns=0)
+        Mem0Memory(llm=served_llm_stub(), embedder=object(), workdir="/tmp/x", batch_turns=0, **LIBRARY_PROMPT)
     with pytest.raises(ValueError, match="search_threshold"):
-        Mem0Memory(llm=served_llm_stub(), embedder=object(), workdir="/tmp/x", search_threshold=1.5)
+        Mem0Memory(llm=served_llm_stub(), embedder=object(), workdir="/tmp/x", search_threshold=1.5, **LIBRARY_PROMPT)
 
 
 def test_session_date_reaches_mem0_prompt_as_observation_date():
@@ -179,7 +182,7 @@ def test_snapshot_and_restore_bring_back_the_store_on_real_mem0(tmp_path: Path):
     from types import SimpleNamespace
 
     llm = served_llm_stub()
-    adapter = Mem0Memory(llm=llm, embedder=object(), workdir=str(tmp_path))
+    adapter = Mem0Memory(llm=llm, embedder=object(), workdir=str(tmp_path), **LIBRARY_PROMPT)
     adapter._entry("ns")["speakers"] = ["Caroline"]  # what add() records before it calls Mem0
     user_id = adapter._user_ids("ns")[0][1]
     adapter.memory.add([{"role": "user", "content": "Caroline lives in Paris."}], user_id=user_id, infer=False,

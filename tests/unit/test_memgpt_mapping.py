@@ -140,7 +140,7 @@ class _ScriptedLetta:
                 return {"messages": [_call("archival_memory_insert", content=text)],
                         "usage": {"step_count": 2, "prompt_tokens": 100, "completion_tokens": 10}}
 
-        return Scripted(FakeLLM(lambda m, s: ""), embedder=None, workdir=str(workdir))
+        return Scripted(FakeLLM(lambda m, s: ""), embedder=None, workdir=str(workdir), retry=None)
 
 
 def test_a_killed_run_resumes_the_agent_without_resending_finished_turns(tmp_path):

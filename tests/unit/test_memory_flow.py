@@ -69,7 +69,7 @@ def _memory(tmp_path, verdict="update", conflict=None, **cfg) -> tuple[MosaicMem
         built.append(ScriptedDetector(llm, verdict, **(conflict or {})))
         return built[-1]
 
-    mem = MosaicMemory(llm=llm, embedder=BowEmbedder(), workdir=tmp_path, retrieval=partial(Retriever, mode="exact", top_k=5),
+    mem = MosaicMemory(retry=None, llm=llm, embedder=BowEmbedder(), workdir=tmp_path, retrieval=partial(Retriever, mode="exact", top_k=5),
                        conflict=detector, **cfg)
     mem.stored_items("c")  # builds namespace "c" (and its detector)
     return mem, llm, built[-1]
@@ -158,7 +158,7 @@ def test_costs_per_turn_and_failures_are_counted(tmp_path):
     assert cost["by_purpose_per_turn"]["extraction"]["prompt_tokens"] == pytest.approx(10.0)
     metrics = mem.metrics()
     assert metrics["write"]["committed"] == 2 and metrics["extraction"]["turns"] == 3 and "scorer" in metrics
-    broken = MosaicMemory(llm=FakeLLM(lambda m, s: "oops"), embedder=BowEmbedder(), workdir=tmp_path / "b", retrieval=partial(Retriever, mode="exact"))
+    broken = MosaicMemory(retry=None, llm=FakeLLM(lambda m, s: "oops"), embedder=BowEmbedder(), workdir=tmp_path / "b", retrieval=partial(Retriever, mode="exact"))
     assert broken.add("c", [Turn("D1:1", "Ana", "I have two dogs.")]).failures == 1
 
 
@@ -233,7 +233,7 @@ def test_fused_variant_shows_held_facts_and_hands_proposals_to_the_check(tmp_pat
         return built[-1]
 
     llm = FakeLLM(fused)
-    mem = MosaicMemory(llm=llm, embedder=BowEmbedder(), workdir=tmp_path, retrieval=partial(Retriever, mode="exact", top_k=5),
+    mem = MosaicMemory(retry=None, llm=llm, embedder=BowEmbedder(), workdir=tmp_path, retrieval=partial(Retriever, mode="exact", top_k=5),
                        conflict=detector, extract=partial(EntityExtractor, held_facts=3))
     _add(mem, "c", "D1:1", "I have two dogs.", when="2023-05-08")
     _add(mem, "c", "D2:1", "We have three dogs now.", when="2023-06-08")
@@ -247,7 +247,7 @@ def test_judge_proposed_without_held_facts_is_refused(tmp_path):
     from core.config_check import ConfigKeyError
 
     with pytest.raises(ConfigKeyError, match="held_facts"):
-        MosaicMemory(llm=FakeLLM(responder), embedder=BowEmbedder(), workdir=tmp_path,
+        MosaicMemory(retry=None, llm=FakeLLM(responder), embedder=BowEmbedder(), workdir=tmp_path,
                      conflict=partial(ConflictDetector, judge="proposed"))
 
 
@@ -261,7 +261,7 @@ def test_exclusivity_check_keeps_compatible_values_held_side_by_side(tmp_path):
         return responder(messages, schema)
 
     llm = FakeLLM(compatible)
-    mem = MosaicMemory(llm=llm, embedder=BowEmbedder(), workdir=tmp_path, retrieval=partial(Retriever, mode="exact", top_k=5),
+    mem = MosaicMemory(retry=None, llm=llm, embedder=BowEmbedder(), workdir=tmp_path, retrieval=partial(Retriever, mode="exact", top_k=5),
                        conflict=lambda llm: ScriptedDetector(llm, None), gate=partial(ConfidenceGate, exclusivity_check=True))
     _add(mem, "c", "D1:1", "I have two dogs.", when="2023-05-08")
     report = _add(mem, "c", "D2:1", "We have three dogs now.", when="2023-06-08")

@@ -92,7 +92,7 @@ def test_ncs_drift_measurements_are_reported(tmp_path):
 
 
 def _provenance_memory(tmp_path, on: bool) -> MosaicMemory:
-    return MosaicMemory(llm=FakeLLM(responder), embedder=BowEmbedder(), workdir=tmp_path,
+    return MosaicMemory(retry=None, llm=FakeLLM(responder), embedder=BowEmbedder(), workdir=tmp_path,
                         retrieval=partial(Retriever, mode="exact", top_k=5, with_source_turns=on),
                         conflict=lambda llm: ScriptedDetector(llm, "update"))
 
@@ -175,7 +175,7 @@ def test_conflict_check_costs_are_counted(tmp_path):
     """``conflict_checks`` sums the real detector's counters over namespaces: checks run and how they ended."""
     from mosaic.conflict import ConflictDetector
 
-    mem = MosaicMemory(llm=FakeLLM(responder), embedder=BowEmbedder(), workdir=tmp_path,
+    mem = MosaicMemory(retry=None, llm=FakeLLM(responder), embedder=BowEmbedder(), workdir=tmp_path,
                        retrieval=partial(Retriever, mode="exact", top_k=5),
                        conflict=lambda llm: ConflictDetector(llm, use_llm=False))  # fmt: skip
     for space in ("a", "b"):
@@ -188,7 +188,7 @@ def test_conflict_check_costs_are_counted(tmp_path):
 
 
 def _matching_memory(tmp_path, on: bool) -> MosaicMemory:
-    return MosaicMemory(llm=FakeLLM(responder), embedder=BowEmbedder(), workdir=tmp_path,
+    return MosaicMemory(retry=None, llm=FakeLLM(responder), embedder=BowEmbedder(), workdir=tmp_path,
                         retrieval=partial(Retriever, mode="exact", top_k=5, match_source_turns=on),
                         conflict=lambda llm: ScriptedDetector(llm, "update"))
 
