@@ -20,18 +20,16 @@ import copy
 import dataclasses
 import functools
 import logging
-import threading
 import time
-from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Literal, Mapping
 
-from core.api import AddReport, ConflictEvent, LLMUsage, Retrieved, StoredItem, Turn
+from core.api import AddReport, ConflictEvent, Retrieved, StoredItem, Turn
 from core.config_check import ConfigKeyError, check_kwargs, range_problems
 from core.embed import Embedder
 from core.llm import GuardedLLM, LLMClient, RetryPolicy, own_usage, retry_policy, usage_since
-from core.tally import Tally
+from mosaic.accounting import MosaicAccounting, Work
 from mosaic.communities import Communities
 from mosaic.conflict import ConflictDecision, ConflictDetector
 from mosaic.entity import Entity
@@ -63,55 +61,7 @@ class _Namespace:
     turns: dict[str, dict[str, Any]] = field(default_factory=dict)
     # the counters this object had when it was restored from a snapshot: the snapshot's history (its cost
     # rows) and the rebuild on load (a Leiden run, a full refresh) are not work this namespace did since
-    restored_from: _Work | None = None
-
-
-# The per-namespace parts whose ``stats`` metrics() reports, by report label.
-_PARTS = (("scorer", "scorer"), ("communities", "communities"), ("retriever", "retriever"), ("conflict", "detector"))
-# Entries of those ``stats`` that hold a current value, not a running count: kept as they are, never subtracted or summed
-# over namespaces that were replaced.
-_GAUGES = frozenset({"last_rescored", "last_push_rounds", "last_drift", "refresh_interval", "drift"})
-
-
-def _is_count(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-@dataclass
-class _Work:
-    """What one namespace object did, in the terms metrics() reports: its parts' counters, the entities each
-    search scanned, the NCS drift measurements and the cost rows of the turns it ingested.
-
-    Why: the conflict experiment restores a snapshot before every probe, which replaces the namespace object;
-    without this record metrics() saw only the last probe's counters and the context's cost rows once more."""
-
-    stats: dict[str, dict[str, Any]] = field(default_factory=dict)
-    scans: Counter[int] = field(default_factory=Counter)
-    drifts: list[dict[str, Any]] = field(default_factory=list)
-    cost_log: list[dict[str, Any]] = field(default_factory=list)
-
-    @classmethod
-    def of(cls, space: _Namespace) -> _Work:
-        stats = {label: dict(found) for label, attr in _PARTS
-                 if isinstance(found := getattr(getattr(space, attr, None), "stats", None), dict)}  # fmt: skip
-        return cls(stats, Counter(space.retriever.scan_histogram), list(space.scorer.stats.get("drift", [])), list(space.cost_log))
-
-    def since(self, start: _Work | None) -> _Work:
-        """The work done after ``start`` (counters minus start's; gauges as they are now)."""
-        if start is None:
-            return self
-        stats = {
-            label: {key: value - start.stats.get(label, {}).get(key, 0)
-                    if key not in _GAUGES and _is_count(value) and _is_count(start.stats.get(label, {}).get(key, 0)) else value
-                    for key, value in part.items()}
-            for label, part in self.stats.items()
-        }  # fmt: skip
-        return _Work(stats, self.scans - start.scans, self.drifts[len(start.drifts):], self.cost_log[len(start.cost_log):])
-
-    def counts_only(self) -> _Work:
-        """The running counts alone: what a replaced namespace leaves to the process's totals."""
-        stats = {label: {k: v for k, v in part.items() if k not in _GAUGES and _is_count(v)} for label, part in self.stats.items()}
-        return _Work(stats, self.scans, self.drifts, self.cost_log)
+    restored_from: Work | None = None
 
 
 def _check_block(block: str, make: Callable[..., Any]) -> None:
@@ -204,16 +154,13 @@ class MosaicMemory:
         except ValueError as err:
             raise ConfigKeyError(f"system.retrieval: {err}") from err
         self._spaces: dict[str, _Namespace] = {}
-        self._replaced: list[_Work] = []  # work of namespace objects dropped by reset or replaced by restore
-        self._replaced_lock = threading.Lock()
-        self.stats = Tally(("turns", "entities_extracted", "committed", "queued", "updated", "rejected", "flagged",
-                            "stale_decisions", "id_collisions"))  # every namespace adds to it, possibly at once
+        # counters, cost rows and the reports made from them (mosaic.accounting); ``stats``: the write-path counters
+        self.accounting = MosaicAccounting()
+        self.stats = self.accounting.write  # every namespace adds to it, possibly at once
 
     def run_metadata(self) -> dict[str, Any]:
-        """metadata.system_metadata of a run: where entities came from, and the oracle study's row name (eval.tables.row_label)."""
-        if self.extractor.source == "oracle":
-            return {"row_label": "MOSAIC with the oracle extractor", "extraction_source": "oracle"}
-        return {"extraction_source": self.extractor.source}
+        """metadata.system_metadata of a run (mosaic.accounting)."""
+        return self.accounting.run_metadata(self.extractor.source)
 
     # -- per-namespace parts -----------------------------------------------------------
     def _new_detector(self) -> ConflictDetector | None:
@@ -245,7 +192,7 @@ class MosaicMemory:
 
     # -- MemorySystem ----------------------------------------------------------------
     def reset(self, namespace: str) -> None:
-        self._retire(self._spaces.pop(namespace, None))
+        self.accounting.retire(self._spaces.pop(namespace, None))
         store = self._store(namespace)
         if store is not None and store.exists():
             store.path.unlink()
@@ -376,21 +323,7 @@ class MosaicMemory:
         if ahead is not None:
             report.usage.merge(ahead[1])  # the extraction call, made earlier on a pool thread
         seconds = round(time.perf_counter() - started, 4)
-        stored_by_turn = Counter(turn_id for item in report.stored for turn_id in item.source_turn_ids[:1])
-        for position, (turn, extraction) in enumerate(zip(turns, extractions)):
-            last = position == len(turns) - 1  # a group's calls and seconds are booked on its last turn
-            usage = report.usage if last else LLMUsage()
-            row = {
-                "turn_id": turn.turn_id,
-                "seconds": seconds if last else 0.0,
-                "entities": len(extraction.entities),
-                "stored": stored_by_turn[turn.turn_id] if len(turns) > 1 else len(report.stored),
-                "usage": {"calls": usage.calls, "prompt_tokens": usage.prompt_tokens,
-                          "completion_tokens": usage.completion_tokens, "by_purpose": usage.by_purpose},
-            }
-            if len(turns) > 1:
-                row["group"] = [t.turn_id for t in turns]
-            space.cost_log.append(row)
+        space.cost_log.extend(self.accounting.cost_rows(turns, extractions, report, seconds))
         return report
 
     def _held_for_proposal(self, space: _Namespace, turn: Turn) -> list[Entity]:
@@ -669,139 +602,20 @@ class MosaicMemory:
     def restore(self, namespace: str, state: dict[str, Any]) -> None:
         space = self._new_namespace()
         self._load_state(space, copy.deepcopy(state))
-        space.restored_from = _Work.of(space)
-        self._retire(self._spaces.get(namespace))
+        space.restored_from = Work.of(space)
+        self.accounting.retire(self._spaces.get(namespace))
         self._spaces[namespace] = space
         self._save(namespace, space)
 
-    def _retire(self, space: _Namespace | None) -> None:
-        """Keep the counts of a namespace object about to be dropped, so this process's totals stay whole."""
-        if space is not None:
-            work = _Work.of(space).since(space.restored_from).counts_only()
-            with self._replaced_lock:
-                self._replaced.append(work)
-
-    def _work(self, namespace: str | None = None) -> list[_Work]:
-        """The work of every namespace object this process used (or of ``namespace``'s live one alone)."""
-        live = [_Work.of(space).since(space.restored_from) for ns, space in list(self._spaces.items()) if namespace in (None, ns)]
-        if namespace is not None:
-            return live
-        with self._replaced_lock:
-            return [*self._replaced, *live]
-
-    # -- cost accounting -------------------------------------------------------------
+    # -- cost accounting (mosaic.accounting) -----------------------------------------
     def cost_per_turn(self, namespace: str | None = None) -> dict[str, Any]:
-        """LLM calls and tokens per turn this process ingested, split by purpose, over one namespace or all
-        (a restored namespace's rows count from its restore: the snapshot's rows were counted where they were made)."""
-        logs = [row for work in self._work(namespace) for row in work.cost_log]
-        total = LLMUsage()
-        for row in logs:
-            u = row["usage"]
-            total.merge(LLMUsage(calls=u["calls"], prompt_tokens=u["prompt_tokens"], completion_tokens=u["completion_tokens"], by_purpose=u["by_purpose"]))
-        n = max(len(logs), 1)
-        return {
-            "turns": len(logs),
-            "seconds_per_turn": sum(r["seconds"] for r in logs) / n,
-            "calls_per_turn": total.calls / n,
-            "prompt_tokens_per_turn": total.prompt_tokens / n,
-            "completion_tokens_per_turn": total.completion_tokens / n,
-            "by_purpose_per_turn": {p: {k: v / n for k, v in c.items()} for p, c in total.by_purpose.items()},
-        }
+        """LLM calls and tokens per turn this process ingested, split by purpose, over one namespace or all."""
+        return self.accounting.cost_per_turn(self._spaces, namespace)
 
     def metrics(self) -> dict[str, Any]:
         """System-side numbers for metrics.json: cost per turn, write-path counters, component stats."""
-        out: dict[str, Any] = {
-            "cost_per_turn": self.cost_per_turn(),
-            "write": dict(self.stats),
-            "extraction": dict(self.extractor.stats),
-            "gate": dict(self.gate.stats),
-            "queue_size": sum(len(s.queue) for s in list(self._spaces.values())),
-        }
-        work = self._work()
-        for label, _ in _PARTS:
-            stats = [w.stats[label] for w in work if label in w.stats]
-            if stats:
-                out[label] = _sum_stats(stats)
-        out["mechanisms"] = self.mechanism_counts(work)
-        return out
+        return self.accounting.metrics(self._spaces, self.extractor, self.gate)
 
-    def mechanism_counts(self, work: list[_Work] | None = None) -> dict[str, Any]:
-        """What each MOSAIC mechanism did, over every namespace loaded in this process.
-
-        ``entities``: what memory holds now (graph, gate queue, rejected list); every other count is this
-        process's work, in namespaces still loaded and in those it reset or replaced by a restore (a restore's
-        own rebuild of communities and scores is not counted).
-        ``conflict_events``: save-time verdicts applied (update supersedes the held entity).
-        ``retrieval``: entities scanned per query, and how the dual path decided: ``lsh_confident_hits``
-        (LSH votes were trusted) vs ``llm_routing_fallbacks`` (the LLM picked communities) and the
-        other fallbacks. ``ncs``: full PageRank refreshes (the first write of a namespace is one) and the
-        score drift measured at each periodic refresh. ``leiden_reruns``: full community detections.
-        """
-        spaces = list(self._spaces.values())
-        work = self._work() if work is None else work
-        statuses: Counter[str] = Counter(e.status for s in spaces for e in s.graph.entities(include_inactive=True))
-        scans: Counter[int] = Counter()
-        for w in work:
-            scans.update(w.scans)
-        part = {label: [w.stats[label] for w in work if label in w.stats] for label, _ in _PARTS}
-        retrieval = _sum_stats(part["retriever"])
-        drifts = [d for w in work for d in w.drifts]
-        return {
-            "entities": {
-                "active": statuses["active"], "flagged": statuses["flagged"], "superseded": statuses["superseded"],
-                "queued": sum(len(s.queue) for s in spaces), "rejected": sum(len(s.rejected) for s in spaces),
-                "turns_kept": sum(len(s.turns) for s in spaces),
-            },
-            "conflict_events": {"update": self.stats["updated"], "reject": self.stats["rejected"], "flag": self.stats["flagged"]},
-            "conflict_checks": _sum_stats([{k: v for k, v in stats.items() if k in CHECK_COUNTERS} for stats in part["conflict"]]),
-            "retrieval": {
-                "mode": spaces[0].retriever.mode if spaces else None,
-                "queries": int(retrieval.get("queries", 0)),
-                "candidates_scanned": _histogram_summary(scans),
-                "lsh_confident_hits": int(retrieval.get("lsh_hits", 0)),
-                "llm_routing_fallbacks": int(retrieval.get("llm_fallbacks", 0)),
-                "llm_route_failures": int(retrieval.get("llm_route_failures", 0)),
-                "turn_matches": int(retrieval.get("turn_matches", 0)),
-                "other_fallbacks": {key: int(retrieval.get(key, 0)) for key in ("multiprobe_fallbacks", "centroid_fallbacks", "exact_fallbacks")},
-            },
-            "ncs": {
-                "writes": sum(int(stats.get("writes", 0)) for stats in part["scorer"]),
-                "full_refreshes": sum(int(stats.get("full_refreshes", 0)) for stats in part["scorer"]),
-                "drift_measurements": len(drifts),
-                "max_abs_score_drift": max((d["max_abs_score_drift"] for d in drifts), default=None),
-                "min_top10_agreement": min((d["top10_agreement"] for d in drifts), default=None),
-            },
-            "leiden_reruns": sum(int(stats.get("leiden_runs", 0)) for stats in part["communities"]),
-        }
-
-
-# The save-time check's own counters that say what it cost: checks run, LLM judgements made, and the
-# checks decided without the LLM (no candidate, numeric rule, the judge radius, no clash proposed).
-CHECK_COUNTERS = ("checks", "no_candidates", "numeric_hits", "llm_calls", "llm_hits", "skipped_far", "skipped_unproposed")
-
-
-def _histogram_summary(histogram: Counter[int]) -> dict[str, Any]:
-    """Mean, 95th percentile and max of values given as value -> count (None when empty)."""
-    n = sum(histogram.values())
-    if not n:
-        return {"queries": 0, "mean": None, "p95": None, "max": None}
-    values = sorted(histogram)
-    cumulative, p95 = 0, values[-1]
-    for value in values:
-        cumulative += histogram[value]
-        if cumulative >= 0.95 * n:
-            p95 = value
-            break
-    return {"queries": n, "mean": sum(v * c for v, c in histogram.items()) / n, "p95": p95, "max": values[-1]}
-
-
-def _sum_stats(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """Add numeric counters across namespaces; non-numeric values keep the last namespace's."""
-    out: dict[str, Any] = {}
-    for row in rows:
-        for key, value in row.items():
-            if isinstance(value, (int, float)) and not isinstance(value, bool) and isinstance(out.get(key, 0), (int, float)):
-                out[key] = out.get(key, 0) + value
-            else:
-                out[key] = value
-    return out
+    def mechanism_counts(self) -> dict[str, Any]:
+        """What each MOSAIC mechanism did, over every namespace loaded in this process (mosaic.accounting)."""
+        return self.accounting.mechanism_counts(self._spaces)
