@@ -217,7 +217,7 @@ def test_one_turn_per_call_writes_as_before(tmp_path):
 
 def _ahead_mem(tmp_path, concurrent_calls: int) -> tuple[MosaicMemory, FakeLLM]:
     llm = FakeLLM(group_responder)
-    mem = MosaicMemory(llm=llm, embedder=BowEmbedder(), workdir=tmp_path, retrieval=partial(Retriever, mode="exact", top_k=5),
+    mem = MosaicMemory(retry=None, llm=llm, embedder=BowEmbedder(), workdir=tmp_path, retrieval=partial(Retriever, mode="exact", top_k=5),
                        extract=partial(EntityExtractor, concurrent_calls=concurrent_calls, context_chars=200))  # fmt: skip
     return mem, llm
 
@@ -256,7 +256,7 @@ def test_extraction_ahead_sends_the_same_requests_and_writes_the_same_memory(tmp
 def test_extraction_ahead_is_off_where_a_turn_depends_on_memory(tmp_path):
     """Held facts shown to the extractor depend on what earlier turns stored: no calls ahead then."""
     llm = FakeLLM(group_responder)
-    mem = MosaicMemory(llm=llm, embedder=BowEmbedder(), workdir=tmp_path, retrieval=partial(Retriever, mode="exact", top_k=5),
+    mem = MosaicMemory(retry=None, llm=llm, embedder=BowEmbedder(), workdir=tmp_path, retrieval=partial(Retriever, mode="exact", top_k=5),
                        extract=partial(EntityExtractor, concurrent_calls=3, held_facts=2))  # fmt: skip
     assert not mem.extractor.can_extract_ahead()
     with pytest.raises(ValueError, match=r"extract.concurrent_calls=0 must be >= 1"):

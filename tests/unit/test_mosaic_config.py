@@ -24,7 +24,7 @@ CONF = Path(__file__).resolve().parents[2] / "conf"
 NON_DEFAULT: dict[str, object] = {
     "name": "mosaic_b", "persist": False, "search_weight": 0.35, "search_pool_factor": 3, "search_pool_extra": 2, "importance": 0.5,
     "extract.max_entities": 4, "extract.max_tokens": 111, "extract.context_chars": 50, "extract.max_fact_chars": 99, "extract.copy_margin": 0.25,
-    "extract.held_facts": 2, "extract.turns_per_call": 2, "extract.source": "oracle",
+    "extract.held_facts": 2, "extract.turns_per_call": 2, "extract.source": "oracle", "extract.concurrent_calls": 3,
     "gate.enabled": False, "gate.rho_min": 0.7, "gate.delta": 0.5, "gate.weights": (0.5, 0.25, 0.25), "gate.rule_weight": 0.6,
     "gate.new_value_prior": 0.3, "gate.likelihood_floor": 0.1, "gate.llm_assessment": False, "gate.max_tokens": 55,
     "gate.exclusivity_check": True,
