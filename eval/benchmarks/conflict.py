@@ -37,7 +37,7 @@ from eval.context import RunContext
 from eval.metrics import bootstrap, bootstrap_ci, format_ci
 from eval.tables import FAILURES_COLUMN, failures_cell, is_paper_configuration, row_label
 from eval.workers import SystemGuard, run_stage, workers_of
-from mosaic.values import quantities
+from core.quantities import quantities
 from core.api import AddReport, MemorySystem, Seedable, Snapshottable
 
 log = logging.getLogger(__name__)
