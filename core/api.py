@@ -298,3 +298,75 @@ class ServedLLM(LLMClient, Protocol):
 
     @property
     def api_key(self) -> str: ...
+
+
+# -- capabilities the eval layer reads from a system (each optional; checked with isinstance, never by name) --
+@runtime_checkable
+class ReportsRunMetadata(Protocol):
+    """Optional: a system that states how it was set up for this run (Mem0's "semantic search only (no spaCy
+    model)"); the runner stores it as ``metadata.system_metadata`` in metrics.json."""
+
+    def run_metadata(self) -> dict[str, Any]: ...
+
+
+@runtime_checkable
+class ReportsMetrics(Protocol):
+    """Optional: a system that counts its own mechanisms (MOSAIC's LSH fallback rate, NCS drift); the counts
+    go to metrics.json ``system_metrics``."""
+
+    def metrics(self) -> dict[str, Any]: ...
+
+
+@runtime_checkable
+class ParallelNamespaces(Protocol):
+    """Optional: ``parallel_namespaces`` true says different namespaces may be reset/added/searched from
+    different threads at once (per-namespace state only). Absent or false: eval.workers serialises them."""
+
+    parallel_namespaces: bool
+
+
+@runtime_checkable
+class ParallelSearch(Protocol):
+    """Optional: ``parallel_search`` true says ``search`` is a pure read, so concurrent searches of one
+    namespace are safe and their order cannot change a result. Absent or false: searches run one at a time,
+    in order (MOSAIC's continuity term changes state on each search)."""
+
+    parallel_search: bool
+
+
+@runtime_checkable
+class DeclaresConflictSignal(Protocol):
+    """Optional: what a system offers as a conflict signal. ``False``: none by construction (append-only
+    systems; Table 3 scores them 0 and HaluMem counts no update links); a string names the mechanism
+    (Zep's temporal edge invalidation). Absent: the system reports conflicts in ``AddReport`` as it finds them."""
+
+    conflict_signal: str | bool
+
+
+@runtime_checkable
+class Benchmark(Protocol):
+    """A benchmark drives a memory system through its protocol and returns metrics.
+
+    ``ctx`` is the runner's ``eval.context.RunContext`` (run folder, row files, LLMs, judge, workers); typed
+    ``Any`` here because core sits below eval.
+    """
+
+    name: str
+
+    def run(self, system: MemorySystem, ctx: Any) -> dict[str, Any]:
+        """Run every stage (resuming from ``ctx`` row files) and return the metrics dict."""
+
+    @staticmethod
+    def make_table(metrics: list[dict[str, Any]], convention: str | None = None) -> Any:
+        """Build this benchmark's paper-shaped table (a pandas DataFrame) from metrics.json dicts."""
+
+
+@runtime_checkable
+class InputChecked(Protocol):
+    """A benchmark that can read and check its inputs (data files, slice) without a system or an LLM.
+
+    The runner calls it before the run folder exists, so a missing file, a format error or a slice that
+    selects nothing fails with its one-line error (a HarnessError naming the file/key and the fix).
+    """
+
+    def check_inputs(self) -> None: ...

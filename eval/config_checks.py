@@ -37,6 +37,7 @@ ANSWERER_RULES = {
     "temperature": Rule(low=0, high=2, integer=False),
 }  # fmt: skip
 RUN_RULES = {"seed": SEED, "run.workers": COUNT}
+JUDGE_RULES = {"max_tokens": COUNT, "attempts": COUNT}  # conf/judge: the judge every benchmark gets (eval.judge.build_judge)
 BOOL_KEYS = ("overwrite", "resume.allow_code_change")
 
 
@@ -50,6 +51,7 @@ def problems(cfg: DictConfig) -> list[str]:
     checks: list[tuple[str, Rule]] = [(key, rule) for key, rule in RUN_RULES.items()]
     checks += [(f"benchmark.{key}", rule) for key, rule in BENCHMARK_RULES.items()]
     checks += [(f"answerer.{key}", rule) for key, rule in ANSWERER_RULES.items()]
+    checks += [(f"judge.{key}", rule) for key, rule in JUDGE_RULES.items()]
     checks += [(f"{block}.{key}", rule) for block in ("llm", "judge.llm") for key, rule in LLM_RULES.items()]
     found = []
     for key, rule in checks:

@@ -1,8 +1,13 @@
-"""What a benchmark gets from the runner: run folder, resumable row files, LLMs, embedder, logger.
+"""What a benchmark gets from the runner: run folder, resumable row files, LLMs, judge, workers, embedder, logger.
 
-Benchmarks implement ``Benchmark.run(system, ctx) -> metrics dict``; the runner owns the
+Benchmarks implement ``core.api.Benchmark.run(system, ctx) -> metrics dict``; the runner owns the
 run folder, the resolved config, metadata and metrics.json. Rows are appended to JSONL
 files as they are produced (flushed and fsynced), so a killed run resumes where it stopped.
+
+Config is read once, by the runner: what a benchmark needs from it beyond its own block arrives as a
+typed field here (``workers`` from ``run.workers``, ``judge`` built from ``conf/judge``), validated before
+the run folder exists (eval.config_checks, eval.runner.validate). The raw config is not here: a benchmark
+reads its own block (its constructor's arguments) and these fields, never keys of the whole config.
 """
 
 from __future__ import annotations
@@ -10,11 +15,12 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Protocol, runtime_checkable
+from typing import Any, Callable
 
+from core.api import Benchmark, InputChecked
 from core.embed import Embedder
 from core.llm import LLMClient
-from core.api import MemorySystem
+from eval.judge import LLMJudge
 from eval.provenance import check_parsed, read_hashed
 from eval.rows import JsonlRows
 
@@ -24,9 +30,11 @@ __all__ = ["Benchmark", "InputChecked", "JsonlRows", "RunContext"]
 @dataclass
 class RunContext:
     run_dir: Path
-    cfg: Any  # the resolved OmegaConf config of the run
     llm: LLMClient  # the LLM every system and the shared answerer use
-    judge_llm: LLMClient  # the judge (may be the same object)
+    # the judge built from conf/judge (eval.judge.build_judge): its client ``judge.llm`` (may be ``llm`` itself),
+    # prompt, max_tokens, attempts; LoCoMo judges with it, HaluMem asks its own rubrics through ``judge.llm``
+    judge: LLMJudge
+    workers: int  # run.workers: independent units processed at once (eval.workers); checked >= 1 by eval.config_checks
     embedder: Embedder
     answerer: Any  # eval.answerer.Answerer: one prompt/LLM/budget for every system
     log: logging.Logger = field(default_factory=lambda: logging.getLogger("mosaic_bench"))
@@ -54,28 +62,3 @@ class RunContext:
 
     def path(self, name: str) -> Path:
         return self.run_dir / name
-
-
-@runtime_checkable
-class Benchmark(Protocol):
-    """A benchmark drives a memory system through its protocol and returns metrics."""
-
-    name: str
-
-    def run(self, system: MemorySystem, ctx: RunContext) -> dict[str, Any]:
-        """Run every stage (resuming from ``ctx`` row files) and return the metrics dict."""
-
-    @staticmethod
-    def make_table(metrics: list[dict[str, Any]], convention: str | None = None) -> "Any":
-        """Build this benchmark's paper-shaped table (a pandas DataFrame) from metrics.json dicts."""
-
-
-@runtime_checkable
-class InputChecked(Protocol):
-    """A benchmark that can read and check its inputs (data files, slice) without a system or an LLM.
-
-    The runner calls it before the run folder exists, so a missing file, a format error or a slice that
-    selects nothing fails with its one-line error (a HarnessError naming the file/key and the fix).
-    """
-
-    def check_inputs(self) -> None: ...

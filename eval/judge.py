@@ -12,10 +12,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-import yaml
+from hydra.utils import instantiate
+from omegaconf import OmegaConf
 
 from core.llm import LLMClient, LLMOutputError
 
@@ -31,8 +31,6 @@ JUDGE_SCHEMA: dict[str, Any] = {
     "additionalProperties": False,
 }
 
-PROMPT_DIR = Path(__file__).resolve().parents[1] / "conf" / "judge" / "prompt"
-
 
 @dataclass(frozen=True)
 class JudgePrompt:
@@ -47,19 +45,10 @@ class JudgePrompt:
     system: str | None = None
 
     @classmethod
-    def from_conf(cls, name: str = "default") -> JudgePrompt:
-        """Read a prompt file by name (for code that runs outside Hydra, e.g. tests and scripts)."""
-        path = PROMPT_DIR / f"{name}.yaml"
-        if not path.is_file():
-            options = ", ".join(sorted(p.stem for p in PROMPT_DIR.glob("*.yaml")))
-            raise ValueError(f"judge prompt {name!r}: no {path}; choose one of {options}")
-        return cls.from_mapping(yaml.safe_load(path.read_text(encoding="utf-8")), str(path))
-
-    @classmethod
     def from_mapping(cls, raw: Mapping[str, Any] | None, where: str = "judge.prompt") -> JudgePrompt:
-        """Build from a config node (``cfg.judge.prompt``); None means the default prompt."""
+        """Build from a config node (``cfg.judge.prompt``); a missing or malformed one is a ValueError naming ``where``."""
         if raw is None:
-            return cls.from_conf("default")
+            raise ValueError(f"{where}: no judge prompt chosen; pick one of conf/judge/prompt/ (e.g. `judge/prompt=default`)")
         unknown = set(raw) - {"name", "system", "user"}
         if unknown or not raw.get("name") or not raw.get("user"):
             raise ValueError(f"{where}: needs `name` and `user` (optional `system`), got keys {sorted(raw)}")
@@ -72,11 +61,12 @@ class JudgePrompt:
 class LLMJudge:
     """One judge prompt for every system in a run; ``purpose='judge'`` in the usage meter."""
 
-    def __init__(self, llm: LLMClient, max_tokens: int = 160, attempts: int = 2, prompt: JudgePrompt | None = None) -> None:
+    # attempts: a run takes conf/judge `attempts`; the default serves scripts/calibrate_judge.py and rejudge.py
+    def __init__(self, llm: LLMClient, prompt: JudgePrompt, max_tokens: int, attempts: int = 2) -> None:
         self.llm = llm
+        self.prompt = prompt
         self.max_tokens = max_tokens
         self.attempts = attempts
-        self.prompt = prompt or JudgePrompt.from_conf("default")
 
     def messages(self, question: str, gold: str, prediction: str) -> list[dict[str, str]]:
         user = self.prompt.user.format(question=question, gold=gold, prediction=prediction)
@@ -100,3 +90,20 @@ class LLMJudge:
         if label not in ("CORRECT", "WRONG"):
             return {"label": None, "correct": None, "reasoning": "", "failure": f"bad label: {str(out)[:200]}"}
         return {"label": label, "correct": label == "CORRECT", "reasoning": str(out.get("reasoning", "")), "failure": None}
+
+
+def build_judge(judge_cfg: Any, llm: LLMClient) -> LLMJudge:
+    """The run's judge from its ``judge`` config block (conf/judge/<name>.yaml): the client ``judge.llm``
+    names (built with Hydra), or the run's own ``llm`` when it is null (conf/judge/same.yaml); the prompt
+    ``judge.prompt`` (conf/judge/prompt/); ``judge.max_tokens`` and ``judge.attempts``.
+
+    The one place a judge is built from config: the runner hands it to every benchmark as ``RunContext.judge``.
+    """
+    client = instantiate(judge_cfg.llm) if judge_cfg.get("llm") else llm
+    return LLMJudge(client, prompt=judge_prompt_of(judge_cfg), max_tokens=int(judge_cfg.max_tokens), attempts=int(judge_cfg.attempts))
+
+
+def judge_prompt_of(judge_cfg: Any) -> JudgePrompt:
+    """``judge.prompt`` of a composed config, checked (the runner's validate() calls this before any run folder)."""
+    raw = judge_cfg.get("prompt")
+    return JudgePrompt.from_mapping(None if raw is None else OmegaConf.to_container(raw, resolve=True), "judge.prompt")  # type: ignore[arg-type]

@@ -30,10 +30,11 @@ from hydra.utils import get_class, instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from core.atomic import write_json_atomic
-from core.api import HarnessError, LLMUsage
+from core.api import HarnessError, InputChecked, LLMUsage, ReportsMetrics, ReportsRunMetadata
 from core.config_check import check_config
 from eval import config_checks
-from eval.context import InputChecked, RunContext
+from eval.context import RunContext
+from eval.judge import build_judge, judge_prompt_of
 from eval.loggers import client_usage, progress_hook
 from eval.provenance import Provenance, code_label, code_version, combined_input_hash, expected_inputs, input_hashes, same_code
 from eval.run_lock import LOCK_NAME, SIDECAR_NAME, RunLock
@@ -149,6 +150,15 @@ def validate(cfg: DictConfig) -> None:
     bad = config_checks.problems(cfg)
     if bad:
         raise ConfigError("; ".join(bad))
+    if "judge" not in cfg or cfg.judge is None:
+        raise ConfigError("no `judge` chosen: add e.g. `judge=same` (see conf/judge/)")
+    for key in ("max_tokens", "attempts"):
+        if key not in cfg.judge:
+            raise ConfigError(f"judge.{key}: missing from the judge config; set it in conf/judge/<name>.yaml (see conf/judge/same.yaml)")
+    try:
+        judge_prompt_of(cfg.judge)  # the judge's prompt (conf/judge/prompt/) is whole before any run folder
+    except ValueError as err:
+        raise ConfigError(str(err)) from err
     # each block against the constructor it builds (unknown keys, types) and its declared ranges (MOSAIC's:
     # mosaic/settings.py), here, before any run folder, rather than when the object is built
     for dotted in CHECKED_BLOCKS:
@@ -302,7 +312,8 @@ def _run_locked(cfg: DictConfig, overrides: list[str] | None, run_dir: Path, inp
     provenance.check_resume(code, allow_code_change)
     started = time.time()
     llm = instantiate(cfg.llm)
-    judge_llm = instantiate(cfg.judge.llm) if cfg.judge.get("llm") else llm
+    judge = build_judge(cfg.judge, llm)  # conf/judge: its client (or `llm`), prompt, max_tokens, attempts
+    judge_llm = judge.llm
     check_credentials(llm, judge_llm)  # before anything is recorded or computed
     record = provenance.start(code, inputs, allow_code_change, atomic_write_json)
     (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
@@ -313,15 +324,14 @@ def _run_locked(cfg: DictConfig, overrides: list[str] | None, run_dir: Path, inp
     try:
         system = build_system(cfg, llm, embedder, run_dir)
         benchmark = instantiate(cfg.benchmark, _convert_="all")
-        ctx = RunContext(run_dir=run_dir, cfg=cfg, llm=llm, judge_llm=judge_llm, embedder=embedder, answerer=answerer,
+        ctx = RunContext(run_dir=run_dir, llm=llm, judge=judge, workers=int(cfg.run.workers), embedder=embedder, answerer=answerer,
                          log=log, input_hash=combined_input_hash(inputs), inputs=expected_inputs(cfg, inputs))  # fmt: skip
         ctx.progress = progress_hook(instantiate(cfg.logger), run_dir, semantic_config(cfg), client_usage(llm, judge_llm))  # W&B while it runs
-        if hasattr(system, "run_metadata"):  # e.g. Mem0's "semantic search only (no spaCy model)"
+        if isinstance(system, ReportsRunMetadata):  # e.g. Mem0's "semantic search only (no spaCy model)"
             ctx.extra_metadata["system_metadata"] = system.run_metadata()
         metrics = benchmark.run(system, ctx)
-        system_metrics = getattr(system, "metrics", None)
-        if callable(system_metrics) and "system_metrics" not in metrics:  # e.g. MOSAIC's LSH fallback rate, NCS drift
-            metrics["system_metrics"] = system_metrics()
+        if isinstance(system, ReportsMetrics) and "system_metrics" not in metrics:  # e.g. MOSAIC's LSH fallback rate, NCS drift
+            metrics["system_metrics"] = system.metrics()
         earlier = record["invocations"][:-1]
         code_at_end = code_version()
         llm_usage_now = llm.usage.__dict__

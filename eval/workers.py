@@ -1,12 +1,13 @@
 """Concurrent processing of independent units inside one run (``run.workers``).
 
 A GPU server (vLLM) answers dozens of requests at once; sending them one after another leaves
-it idle. Benchmarks hand their per-item loops to ``run_stage``: a thread pool of ``run.workers``
-threads (threads, because the work is waiting on HTTP and on the SQLite cache, both of which
-release the GIL). Results come back in input order, so nothing downstream depends on N.
+it idle. Benchmarks hand their per-item loops to ``run_stage``: a thread pool of ``ctx.workers``
+threads (``run.workers``, read and checked once by the runner; threads, because the work is waiting
+on HTTP and on the SQLite cache, both of which release the GIL). Results come back in input order, so nothing downstream depends on N.
 
 Memory systems are not all safe under threads. A system says what it allows with two class
-attributes (both default False, i.e. serialised):
+attributes, the capability Protocols ``core.api.ParallelNamespaces`` and ``ParallelSearch`` (absent or
+False: serialised):
 
 * ``parallel_namespaces``: different namespaces may be reset/added/searched from different
   threads at once (per-namespace state, nothing shared that a write changes);
@@ -24,7 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager, nullcontext
 from typing import Any, TypeVar
 
-from omegaconf import OmegaConf
+from core.api import ParallelNamespaces, ParallelSearch
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -39,15 +40,6 @@ _local = threading.local()
 def in_worker() -> bool:
     """Whether the calling thread is a ``Stage`` pool thread (other threads may be calling the LLM at once)."""
     return getattr(_local, "worker", False)
-
-
-def workers_of(cfg: Any) -> int:
-    """``run.workers`` from a run's config (1 when the config has no ``run`` group)."""
-    value = OmegaConf.select(cfg, "run.workers", default=1) if OmegaConf.is_config(cfg) else 1
-    value = 1 if value is None else value
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise ValueError(f"run.workers must be an integer >= 1 (conf/config.yaml `run.workers`), got {value!r}")
-    return value
 
 
 class Progress:
@@ -77,7 +69,7 @@ class Stage:
     def __init__(self, ctx: Any, name: str, total: int, workers: int | None = None) -> None:
         self.name = name
         self.total = total
-        self.workers = workers_of(getattr(ctx, "cfg", None)) if workers is None else workers
+        self.workers = ctx.workers if workers is None else workers  # ctx.workers: run.workers (eval.context.RunContext)
         self._progress = Progress(ctx, name, total)
         self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix=f"mosaic-bench-{name}") if self.workers > 1 else None
 
@@ -123,8 +115,8 @@ class SystemGuard:
 
     def __init__(self, system: Any) -> None:
         self.system = system
-        self.parallel_namespaces = bool(getattr(system, "parallel_namespaces", False))
-        self.parallel_search = bool(getattr(system, "parallel_search", False)) and self.parallel_namespaces
+        self.parallel_namespaces = isinstance(system, ParallelNamespaces) and bool(system.parallel_namespaces)
+        self.parallel_search = isinstance(system, ParallelSearch) and bool(system.parallel_search) and self.parallel_namespaces
         self._lock = threading.RLock()
 
     @contextmanager

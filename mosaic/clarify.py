@@ -46,7 +46,7 @@ from typing import Any, Callable, Sequence
 
 from mosaic.entity import Entity
 from mosaic.gate import ClarificationItem
-from mosaic.values import same_slot, values_match
+from core.quantities import same_slot, values_match
 
 UNKNOWN_ANSWERS = frozenset({"", "unknown", "i don't know", "i do not know", "not sure", "no answer"})
 YES_ANSWERS = frozenset({"yes", "y", "true", "correct", "right", "confirmed"})

@@ -33,7 +33,7 @@ import numpy as np
 from core.llm import LLMClient
 from mosaic.entity import Entity, resolve_by_evidence
 from mosaic.graph import ACTIVE_STATUSES
-from mosaic.values import mask_numbers, number_in, numeric_clash, quantities, same_slot, values_match
+from core.quantities import mask_numbers, number_in, numeric_clash, quantities, same_slot, values_match
 
 Verdict = Literal["update", "reject", "flag"]
 Kind = Literal["numeric", "semantic", "logical", "unknown"]

@@ -32,7 +32,7 @@ from core.llm import LLMClient, LLMError, LLMOutputError, own_usage, usage_since
 from core.tally import Tally
 from mosaic.entity import Entity
 from mosaic.oracle import oracle_entity
-from mosaic.values import count_pattern, count_word
+from core.quantities import count_pattern, count_word
 
 log = logging.getLogger(__name__)
 

@@ -28,7 +28,7 @@ from typing import Any
 from core.llm import LLMClient, LLMError, LLMOutputError
 from core.tally import Tally
 from mosaic.entity import Entity, evidence_strength
-from mosaic.values import same_slot, values_match
+from core.quantities import same_slot, values_match
 
 log = logging.getLogger(__name__)
 

@@ -40,7 +40,7 @@ from mosaic.settings import RANGES, combination_problems
 from mosaic.retrieval import Retriever
 from mosaic.scoring import NodeScorer
 from mosaic.store import MemoryStore, file_safe_name
-from mosaic.values import same_slot, values_match
+from core.quantities import same_slot, values_match
 
 log = logging.getLogger(__name__)
 

@@ -31,7 +31,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from core.llm import LocalLLM, OpenAICompatClient  # noqa: E402
-from eval.judge import LLMJudge  # noqa: E402
+from eval.judge import LLMJudge, build_judge  # noqa: E402
 from eval.rows import read_rows  # noqa: E402
 from eval.workers import Stage  # noqa: E402
 from scripts.latency_server import LatencyModel, LatencyServer  # noqa: E402
@@ -47,9 +47,17 @@ def load_items(path: str | Path) -> list[dict[str, Any]]:
     return [{"question": r["question"], "gold": r["gold"], "prediction": r["prediction"]} for r in rows]
 
 
-def judge_stage(client: OpenAICompatClient, items: list[dict[str, Any]], workers: int, max_tokens: int = 160) -> dict[str, Any]:
+def conf_judge(client: OpenAICompatClient, overrides: list[str] | None = None) -> LLMJudge:
+    """The judge a run gets from conf/judge (prompt, max_tokens, attempts), asking ``client``."""
+    from hydra import compose, initialize_config_dir
+
+    with initialize_config_dir(config_dir=str(Path(__file__).resolve().parents[1] / "conf"), version_base="1.3"):
+        return build_judge(compose("config", overrides=overrides or []).judge, client)
+
+
+def judge_stage(client: OpenAICompatClient, items: list[dict[str, Any]], workers: int) -> dict[str, Any]:
     """Judge ``items`` on ``workers`` threads; wall time, requests/s and the client's metered calls."""
-    judge = LLMJudge(client, max_tokens=max_tokens)
+    judge = conf_judge(client)
     before = client.usage
     started = time.perf_counter()
     with Stage(None, "judge", len(items), workers) as stage:
@@ -91,8 +99,8 @@ def zero_latency_overhead(items: list[dict[str, Any]], calls: int = 200) -> dict
     with LatencyServer(LatencyModel(0.0, 0.0, 0.0, 64)) as server:
         client = OpenAICompatClient(base_url=server.base_url, model=None, cache_path=None, max_retries=1)
         bare = httpx.Client(trust_env=False)
-        judge = LLMJudge(client)
-        payload = {"model": client.model_id, "messages": judge.messages(**items[0]), "max_tokens": 160}
+        judge = conf_judge(client)
+        payload = {"model": client.model_id, "messages": judge.messages(**items[0]), "max_tokens": judge.max_tokens}
 
         def per_call_ms(fn: Any) -> float:
             for i in range(5):

@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from mosaic.values import same_slot
+from core.quantities import same_slot
 from scripts.error_analysis import load_memory
 
 PURPOSES = ("extraction", "conflict", "belief")

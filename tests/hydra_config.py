@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
@@ -27,3 +28,11 @@ def compose_config(overrides: list[str]) -> DictConfig:
         with open_dict(cfg):
             cfg.hydra.runtime.cwd = str(CONF.parent)
         return cfg
+
+
+def conf_judge(llm: Any, overrides: list[str] | None = None) -> Any:
+    """The judge a run gets (eval.judge.build_judge over the composed ``judge`` block), asking ``llm``:
+    tests judge with the configured prompt, max_tokens and attempts, never with values of their own."""
+    from eval.judge import build_judge
+
+    return build_judge(compose_config(overrides or []).judge, llm)

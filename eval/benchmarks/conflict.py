@@ -17,6 +17,10 @@ two of the true one ("plausible numbers"), the probe was held back by a confiden
 ("queued by gate"), the event named another memory ("wrong memory"), or else the system's
 judgement said no conflict ("LLM verdict"). Rows go to ``cases.jsonl`` as they are produced,
 so a killed run resumes (the context is re-ingested once; the LLM cache makes that cheap).
+
+No judge: detection is read from the system's own ``AddReport`` events against the suite's gold turn ids,
+so ``ctx.judge`` (conf/judge) is never asked here; the numbers of the "plausible numbers" proxy come from
+``core.quantities``, the same parser for every system.
 """
 
 from __future__ import annotations
@@ -36,9 +40,9 @@ from eval.benchmarks.conflict_suite import CONFLICT_TYPES, Suite, SuiteCase, loa
 from eval.context import RunContext
 from eval.metrics import bootstrap, bootstrap_ci, format_ci
 from eval.tables import FAILURES_COLUMN, failures_cell, is_paper_configuration, row_label
-from eval.workers import SystemGuard, run_stage, workers_of
-from mosaic.values import quantities
-from core.api import AddReport, MemorySystem, Seedable, Snapshottable
+from eval.workers import SystemGuard, run_stage
+from core.api import AddReport, DeclaresConflictSignal, MemorySystem, Seedable, Snapshottable
+from core.quantities import quantities
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +90,7 @@ class ConflictBenchmark:
         snapshottable = isinstance(system, Snapshottable)
         radius = self._radius_sets(ctx, cases)
         bar = tqdm(total=len(cases), initial=sum(probed(rows, c) for c in cases), desc="conflict cases", unit="case")
-        workers, guard = workers_of(ctx.cfg), SystemGuard(system)
+        workers, guard = ctx.workers, SystemGuard(system)
         for context_id in dict.fromkeys(c.context for c in cases):
             pending = [c for c in cases if c.context == context_id and not probed(rows, c)]
             if not pending:
@@ -123,7 +127,7 @@ class ConflictBenchmark:
                       "n_suite_cases": len(suite.cases)},
             "snapshot_restore": snapshottable,
             "context_written_with": "seed (no save-time checks)" if self._seeds(system) else "add",
-            "conflict_signal": getattr(system, "conflict_signal", None),
+            "conflict_signal": system.conflict_signal if isinstance(system, DeclaresConflictSignal) else None,
             "ingest": {r["context"]: r for r in ingests.rows()},
             # failed LLM work: probes whose write reported failures (retried by the next run of the same command),
             # and the failures the context writes reported

@@ -33,13 +33,12 @@ from core.atomic import write_json_atomic
 from eval.benchmarks.locomo_audit import GOLD_MODES, load_errata, score_changing_positions
 from eval.context import JsonlRows, RunContext
 from eval.rows import SCORED_ROW_FIELD, read_rows, row_sha256, scores
-from eval.judge import JudgePrompt, LLMJudge
 from eval.judge_calibration import load_calibration, summary_cell
 from eval.metrics import bleu1, bootstrap_ci, evidence_recall, format_ci, percentiles, set_f1_mem0, token_f1
 from eval.tables import FAILURES_COLUMN, failures_cell, format_pair, is_paper_configuration, row_label
-from eval.workers import Progress, Stage, SystemGuard, in_worker, run_stage, workers_of
+from eval.workers import Progress, Stage, SystemGuard, in_worker, run_stage
 from core.llm import own_usage, usage_since
-from core.api import AddReport, HarnessError, LLMUsage, MemorySystem, OracleFact, Turn
+from core.api import AddReport, HarnessError, LLMUsage, MemorySystem, OracleFact, ReportsMetrics, Turn
 from core.config_check import ConfigKeyError
 
 CONVENTIONS: dict[str, dict[int, str]] = {
@@ -571,7 +570,6 @@ class LoCoMoBenchmark:
     top_k: int = 10
     bootstrap_samples: int = 1000
     seed: int = 0
-    judge_max_tokens: int = 160
     # Gold answers the headline numbers use: `original`, or `audited_excluded` (the audit's score-changing
     # questions dropped). Both are always reported; errata file from scripts/download_data.py.
     gold: str = "original"
@@ -636,7 +634,7 @@ class LoCoMoBenchmark:
             "gold": self.gold,
             "gold_slices": slices,
             "audit_errata_sha256": hashlib.sha256(errata).hexdigest() if excluded is not None and errata is not None else None,
-            "judge_prompt": self._judge_prompt(ctx).name,
+            "judge_prompt": ctx.judge.prompt.name,
             "judge_failures": metrics["overall"]["judge_failures"],
             "ingest": ingest_summary(ingested),
             # failed LLM work: rows retried by the next run of the same command; turns the system failed to add
@@ -650,13 +648,12 @@ class LoCoMoBenchmark:
         kept in ``system_metrics.json``. Why: a run resumed with only judging left ingests nothing and asks
         nothing, so its counters would be empty; it reads the kept ones back instead. ``fresh``: this
         process ingested or predicted something, so its counters are the ones to keep."""
-        collect = getattr(system, "metrics", None)
-        if not callable(collect):
+        if not isinstance(system, ReportsMetrics):
             return None
         path = ctx.path("system_metrics.json")
         if not fresh and path.is_file():
             return json.loads(path.read_text(encoding="utf-8"))
-        found = collect()
+        found = system.metrics()
         write_json_atomic(path, found, indent=2, default=str)
         return found
 
@@ -668,7 +665,7 @@ class LoCoMoBenchmark:
         n_questions = sum(not predicted(predictions, q) for e in todo for q in e.questions)
         ingest_bar = tqdm(total=sum(len(e.sessions) for e in todo), desc="ingest (sessions)", unit="session", position=0)
         predict_bar = tqdm(total=n_questions, desc="predict (questions)", unit="q", position=1)
-        workers, guard = workers_of(ctx.cfg), SystemGuard(system)
+        workers, guard = ctx.workers, SystemGuard(system)
         sessions = Progress(ctx, "ingest", ingest_bar.total)
         session_rows = ctx.rows("ingest_sessions")
 
@@ -714,20 +711,9 @@ class LoCoMoBenchmark:
         ctx.log.info("audited gold: %d of %d questions in this slice have a score-changing gold error", len(excluded), len(kept))
         return excluded
 
-    @staticmethod
-    def _judge_prompt(ctx: RunContext) -> JudgePrompt:
-        """The prompt chosen in config (``judge/prompt=``); the default when the config names none."""
-        judge_cfg = ctx.cfg.get("judge") if hasattr(ctx.cfg, "get") else None
-        raw = judge_cfg.get("prompt") if judge_cfg is not None and hasattr(judge_cfg, "get") else None
-        if raw is not None and not isinstance(raw, dict):
-            from omegaconf import OmegaConf
-
-            raw = OmegaConf.to_container(raw, resolve=True)
-        return JudgePrompt.from_mapping(raw)
-
     def _score(self, episodes: list[Episode], ctx: RunContext, predictions: JsonlRows) -> JsonlRows:
         judgements = ctx.rows("judgements")
-        judge = LLMJudge(ctx.judge_llm, max_tokens=self.judge_max_tokens, prompt=self._judge_prompt(ctx))
+        judge = ctx.judge  # built from conf/judge (prompt, max_tokens, attempts) by the runner
         # judged anew: no verdict yet, a failed one, or one of another prediction than the one now held (redone)
         todo = [p for e in episodes for q in e.questions
                 if (p := predictions.get(q.key)) and not (scores(j := judgements.get(q.key), p) and j and j.get("label") is not None)]  # fmt: skip

@@ -62,9 +62,10 @@ def run_mini_suite(system: Any, llm: Any, embedder: Any, tmp_path: Path) -> tupl
     """
     from eval.benchmarks.conflict import ConflictBenchmark
     from eval.context import RunContext
+    from tests.hydra_config import conf_judge
 
     suite = mini_dev_suite(tmp_path / "mini_dev.json", BASELINE_SUITE_TURNS, BASELINE_SUITE_CASES)
-    ctx = RunContext(run_dir=tmp_path / "run", cfg=None, llm=llm, judge_llm=llm, embedder=embedder, answerer=None)
+    ctx = RunContext(run_dir=tmp_path / "run", llm=llm, judge=conf_judge(llm), workers=1, embedder=embedder, answerer=None)
     calls_before = system.tap.usage.calls
     metrics = ConflictBenchmark(suite=str(suite), bootstrap_samples=100).run(system, ctx)
     rows = {r["id"]: r for r in map(json.loads, (tmp_path / "run" / "cases.jsonl").read_text().splitlines())}

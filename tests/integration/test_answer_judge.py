@@ -14,7 +14,7 @@ from baselines.rag import RagMemory
 from eval.answerer import Answerer
 from eval.benchmarks.locomo import LoCoMoBenchmark
 from eval.context import RunContext
-from eval.judge import LLMJudge
+from tests.hydra_config import conf_judge
 from core.api import Retrieved
 
 pytestmark = pytest.mark.integration
@@ -41,7 +41,7 @@ def test_answerer_gives_a_short_answer_from_memories(small_llm):
 
 
 def test_judge_grades_clear_cases(small_llm):
-    judge = LLMJudge(small_llm)
+    judge = conf_judge(small_llm)  # the run's judge: conf/judge prompt, max_tokens, attempts
     same = judge.judge("What did Melanie paint?", "A sunrise", "a sunrise over a lake")
     assert same["label"] == "CORRECT", same
     other = judge.judge("What is the name of Ann's dog?", "Rex", "Her dog is called Bella")
@@ -54,7 +54,7 @@ def test_judge_grades_clear_cases(small_llm):
 def test_locomo_run_on_a_tiny_slice(system_cls, small_llm, embedder, tmp_path):
     bench = LoCoMoBenchmark(path=str(DATA), conversations=[0], max_sessions=1, evidence_in_ingested_only=True, max_questions=2, bootstrap_samples=200)
     system = system_cls(llm=small_llm, embedder=embedder, workdir=str(tmp_path))
-    ctx = RunContext(run_dir=tmp_path / "run", cfg={}, llm=small_llm, judge_llm=small_llm, embedder=embedder, answerer=Answerer(small_llm))
+    ctx = RunContext(run_dir=tmp_path / "run", llm=small_llm, judge=conf_judge(small_llm), workers=1, embedder=embedder, answerer=Answerer(small_llm))
     metrics = bench.run(system, ctx)
     rows = [json.loads(line) for line in (tmp_path / "run" / "predictions.jsonl").read_text().splitlines()]
     assert metrics["overall"]["n"] == 2 and len(rows) == 2

@@ -15,6 +15,7 @@ import pytest
 from eval.benchmarks.conflict import ConflictBenchmark
 from eval.benchmarks.conflict_suite import load_suite
 from eval.context import RunContext
+from tests.hydra_config import conf_judge
 from mosaic.conflict import ConflictDetector
 from mosaic.entity import Entity
 from mosaic.graph import MemoryGraph
@@ -58,7 +59,7 @@ def test_benchmark_runs_cases_through_mosaic(default_llm, embedder, tmp_path):
     # take-home pay, rent, groceries, checking account, dining budget
     suite_path = mini_dev_suite(tmp_path / "mini_dev.json", [0, 1, 7, 12, 17], ("hn-02", "hs-03", "hc-01", "hc-12"))
     system = MosaicMemory(retry=None, llm=default_llm, embedder=embedder, workdir=tmp_path / "system", persist=False)
-    ctx = RunContext(run_dir=tmp_path / "run", cfg=None, llm=default_llm, judge_llm=default_llm, embedder=embedder, answerer=None)
+    ctx = RunContext(run_dir=tmp_path / "run", llm=default_llm, judge=conf_judge(default_llm), workers=1, embedder=embedder, answerer=None)
     metrics = ConflictBenchmark(suite=str(suite_path), bootstrap_samples=100).run(system, ctx)
     assert metrics["n_cases"] == 4 and metrics["snapshot_restore"] is True
     rows = {r["id"]: r for r in map(json.loads, (tmp_path / "run" / "cases.jsonl").read_text().splitlines())}

@@ -17,6 +17,7 @@ from eval.answerer import Answerer
 from eval.benchmarks.halumem.benchmark import HaluMemBenchmark
 from eval.benchmarks.halumem.data import load_halumem_jsonl
 from eval.context import RunContext
+from tests.hydra_config import conf_judge
 
 pytestmark = pytest.mark.integration
 
@@ -53,7 +54,7 @@ def _check_metric(metric: dict[str, Any] | None) -> None:
 
 def _run_and_check(system: Any, llm: Any, run_dir: Path, limit_users: int | None) -> dict[str, Any]:
     bench = HaluMemBenchmark(path=str(TINY), limit_users=limit_users, bootstrap_samples=200)
-    ctx = RunContext(run_dir=run_dir, cfg=None, llm=llm, judge_llm=llm, embedder=None, answerer=Answerer(llm), log=logging.getLogger("test"))
+    ctx = RunContext(run_dir=run_dir, llm=llm, judge=conf_judge(llm), workers=1, embedder=None, answerer=Answerer(llm), log=logging.getLogger("test"))
     before = llm.usage
     metrics = bench.run(system, ctx)
     expected = _expected_counts(limit_users)

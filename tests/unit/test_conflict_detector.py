@@ -12,7 +12,7 @@ import pytest
 from mosaic.conflict import ConflictDetector, build_nli_messages, digit_distribution, label_distribution
 from mosaic.entity import Entity
 from mosaic.graph import MemoryGraph
-from mosaic.values import mask_numbers, numeric_clash, quantities
+from core.quantities import mask_numbers, numeric_clash, quantities
 from tests.fakes import FakeLLM
 
 

@@ -214,11 +214,12 @@ class _Embedder:
 @pytest.mark.parametrize("snapshots", [True, False])
 def test_benchmark_run_restores_or_reingests_and_resumes(tmp_path, snapshots):
     from eval.context import RunContext
+    from tests.hydra_config import conf_judge
 
     path = tmp_path / "mini.json"
     path.write_text(json.dumps(MINI))
     bench = ConflictBenchmark(suite=str(path), bootstrap_samples=50)
-    ctx = RunContext(run_dir=tmp_path / "run", cfg=None, llm=None, judge_llm=None, embedder=_Embedder(), answerer=None)
+    ctx = RunContext(run_dir=tmp_path / "run", llm=None, judge=conf_judge(None), workers=1, embedder=_Embedder(), answerer=None)
     system = ScriptedMemory(snapshots)
     metrics = bench.run(system, ctx)
     assert system.ingests == (1 if snapshots else 3)
@@ -232,6 +233,7 @@ def test_benchmark_run_restores_or_reingests_and_resumes(tmp_path, snapshots):
 
 def test_seedable_systems_get_their_context_through_seed(tmp_path):
     from eval.context import RunContext
+    from tests.hydra_config import conf_judge
 
     path = tmp_path / "mini.json"
     path.write_text(json.dumps(MINI))
@@ -244,12 +246,12 @@ def test_seedable_systems_get_their_context_through_seed(tmp_path):
         return _report(calls=1)
 
     system.seed = seed
-    ctx = RunContext(run_dir=tmp_path / "run", cfg=None, llm=None, judge_llm=None, embedder=_Embedder(), answerer=None)
+    ctx = RunContext(run_dir=tmp_path / "run", llm=None, judge=conf_judge(None), workers=1, embedder=_Embedder(), answerer=None)
     metrics = ConflictBenchmark(suite=str(path), bootstrap_samples=50).run(system, ctx)
     assert seeded == [len(MINI["contexts"]["c"])] and system.ingests == 0  # context via seed, probes via add
     assert metrics["context_written_with"].startswith("seed") and metrics["detection_rate"]["mean"] == 0.5
     untrusted = ConflictBenchmark(suite=str(path), bootstrap_samples=50, trusted_context=False)
-    ctx2 = RunContext(run_dir=tmp_path / "run2", cfg=None, llm=None, judge_llm=None, embedder=_Embedder(), answerer=None)
+    ctx2 = RunContext(run_dir=tmp_path / "run2", llm=None, judge=conf_judge(None), workers=1, embedder=_Embedder(), answerer=None)
     assert untrusted.run(system, ctx2)["context_written_with"] == "add" and system.ingests == 1
 
 
@@ -281,12 +283,13 @@ class FlakyMemory(ScriptedMemory):
 def test_a_probe_whose_write_failed_is_counted_and_retried_on_resume(tmp_path):
     """Issue 40 item 7: a failed row was final; only overwrite=true redid it."""
     from eval.context import RunContext
+    from tests.hydra_config import conf_judge
     from eval.rows import read_rows
 
     path = tmp_path / "mini.json"
     path.write_text(json.dumps(MINI))
     bench = ConflictBenchmark(suite=str(path), bootstrap_samples=50)
-    ctx = RunContext(run_dir=tmp_path / "run", cfg=None, llm=None, judge_llm=None, embedder=_Embedder(), answerer=None)
+    ctx = RunContext(run_dir=tmp_path / "run", llm=None, judge=conf_judge(None), workers=1, embedder=_Embedder(), answerer=None)
     metrics = bench.run(FlakyMemory(outage=True), ctx)
     assert metrics["failures"] == {"rows": 1, "ingest_turns": 0} and metrics["detection_rate"]["mean"] == 0.0
     healthy = FlakyMemory(outage=False)
@@ -299,6 +302,7 @@ def test_a_probe_whose_write_failed_is_counted_and_retried_on_resume(tmp_path):
 def test_a_suite_edited_after_the_run_started_is_refused_before_any_row(tmp_path):
     """Issue 40 item 1: the folder named by the old content got rows computed from the new content."""
     from eval.context import RunContext
+    from tests.hydra_config import conf_judge
     from eval.provenance import InputChangedError, read_hashed
 
     path = tmp_path / "mini.json"
@@ -308,7 +312,7 @@ def test_a_suite_edited_after_the_run_started_is_refused_before_any_row(tmp_path
     edited = json.loads(path.read_text())
     edited["cases"][0]["probe"]["text"] = "Actually the figure is 9,999."
     path.write_text(json.dumps(edited))
-    ctx = RunContext(run_dir=tmp_path / "run", cfg=None, llm=None, judge_llm=None, embedder=_Embedder(), answerer=None, inputs=started)
+    ctx = RunContext(run_dir=tmp_path / "run", llm=None, judge=conf_judge(None), workers=1, embedder=_Embedder(), answerer=None, inputs=started)
     with pytest.raises(InputChangedError, match=rf"{path} changed"):
         bench.run(ScriptedMemory(snapshots=True), ctx)
     assert not (tmp_path / "run").exists() or not list((tmp_path / "run").glob("*.jsonl"))

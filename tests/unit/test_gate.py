@@ -8,7 +8,7 @@ import pytest
 
 from mosaic.entity import Entity
 from mosaic.gate import ConfidenceGate, bayes_update, confidence, consistency_with, entropy, smoothed_prior
-from mosaic.values import same_slot, values_match
+from core.quantities import same_slot, values_match
 from tests.fakes import FakeLLM
 
 W = (0.4, 0.3, 0.3)

@@ -18,6 +18,7 @@ from eval.context import RunContext
 from eval.benchmarks.halumem.judge import ACCURACY_SCHEMA, INTEGRITY_SCHEMA, QA_SCHEMA, UPDATE_SCHEMA, HaluMemJudge
 from core.api import AddReport, Retrieved, StoredItem, Turn
 from tests.fakes import FakeLLM, HashEmbedder
+from tests.hydra_config import conf_judge
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "halumem"
 TINY = FIXTURES / "halumem_tiny.jsonl"
@@ -295,7 +296,7 @@ def _fixed_judge(messages, schema):
 
 
 def _ctx(tmp_path: Path, llm: FakeLLM, answerer: EchoAnswerer) -> RunContext:
-    return RunContext(run_dir=tmp_path, cfg=None, llm=llm, judge_llm=llm, embedder=HashEmbedder(), answerer=answerer, log=logging.getLogger("test"))
+    return RunContext(run_dir=tmp_path, llm=llm, judge=conf_judge(llm), workers=1, embedder=HashEmbedder(), answerer=answerer, log=logging.getLogger("test"))
 
 
 def test_run_follows_halumem_protocol_and_resumes(tmp_path):

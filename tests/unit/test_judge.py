@@ -11,9 +11,9 @@ import json
 from pathlib import Path
 
 import pytest
-from hydra import compose, initialize_config_dir
+import yaml
 
-from eval.judge import JudgePrompt, LLMJudge
+from eval.judge import JudgePrompt, LLMJudge, judge_prompt_of
 from eval.judge_agreement import judge_agreement, rejudge
 from eval.judge_calibration import (
     STRATA,
@@ -25,7 +25,9 @@ from eval.judge_calibration import (
     split_sample,
     summary_cell,
 )
-from tests.fakes import FakeLLM
+from eval.runner import ConfigError, validate
+from tests.fakes import FakeLLM, SchemaFakeLLM
+from tests.hydra_config import compose_config, conf_judge
 from tests.script_loader import load_script
 
 REPO = Path(__file__).resolve().parents[2]
@@ -35,32 +37,84 @@ DEFAULT_SYSTEM_SHA256 = "899b64393a1bbadc2c6cfc3b4dd865b67f7e9b36e5f707dbb49659b
 
 # -- prompts ------------------------------------------------------------------------------------
 def test_default_prompt_is_byte_identical_to_the_published_one():
-    messages = LLMJudge(FakeLLM(lambda m, s: {})).messages("When?", "7 May 2023", "May 7th")
+    judge = conf_judge(FakeLLM(lambda m, s: {}))  # the judge a run gets from conf/judge (default prompt)
+    messages = judge.messages("When?", "7 May 2023", "May 7th")
     assert [m["role"] for m in messages] == ["system", "user"]
     assert hashlib.sha256(messages[0]["content"].encode()).hexdigest() == DEFAULT_SYSTEM_SHA256
     assert messages[1]["content"] == "Question: When?\nGold answer: 7 May 2023\nGenerated answer: May 7th"
+    assert (judge.max_tokens, judge.attempts) == (160, 2)  # what every published LoCoMo run was judged with
 
 
 def test_prompts_compose_from_config_and_fill_their_template():
-    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
-        for judge in ("same", "local"):
-            for name in ("default", "mem0_generous", "strict"):
-                cfg = compose("config", overrides=[f"judge={judge}", f"judge/prompt={name}"])
-                prompt = JudgePrompt.from_mapping(dict(cfg.judge.prompt))
-                assert prompt == JudgePrompt.from_conf(name)
-                text = LLMJudge(None, prompt=prompt).messages("Q {x}?", "G", "P")[-1]["content"]  # braces in values are fine
-                assert "Q {x}?" in text and "Gold answer: G" in text and "Generated answer: P" in text
-        assert compose("config").judge.prompt.name == "default"
-    assert LLMJudge(None, prompt=JudgePrompt.from_conf("mem0_generous")).messages("q", "g", "p")[0]["role"] == "user"  # no system
+    for judge in ("same", "local"):
+        for name in ("default", "mem0_generous", "strict"):
+            cfg = compose_config([f"judge={judge}", f"judge/prompt={name}"])
+            prompt = judge_prompt_of(cfg.judge)
+            assert prompt == JudgePrompt.from_mapping(yaml.safe_load((REPO / "conf" / "judge" / "prompt" / f"{name}.yaml").read_text()))
+            text = LLMJudge(None, prompt=prompt, max_tokens=1).messages("Q {x}?", "G", "P")[-1]["content"]  # braces in values are fine
+            assert "Q {x}?" in text and "Gold answer: G" in text and "Generated answer: P" in text
+    assert compose_config([]).judge.prompt.name == "default"
+    assert conf_judge(None, ["judge/prompt=mem0_generous"]).messages("q", "g", "p")[0]["role"] == "user"  # no system
 
 
-def test_bad_prompts_name_the_fix():
-    with pytest.raises(ValueError, match="choose one of default, mem0_generous, strict"):
-        JudgePrompt.from_conf("nope")
+def test_bad_prompts_name_the_key_and_the_fix():
+    with pytest.raises(ConfigError, match=r"^judge\.prompt: no judge prompt chosen; pick one of conf/judge/prompt/"):
+        validate(compose_config(["judge.prompt=null"]))  # no fallback to a default prompt
+    with pytest.raises(ConfigError, match=r"^judge\.prompt\.user: the template must contain \{prediction\}"):
+        validate(compose_config(["judge.prompt.user='{question} {gold}'"]))
+    with pytest.raises(ConfigError, match=r"^judge\.max_tokens=0: must be"):
+        validate(compose_config(["judge.max_tokens=0"]))
     with pytest.raises(ValueError, match=r"must contain \{prediction\}"):
         JudgePrompt.from_mapping({"name": "x", "user": "{question} {gold}"})
     with pytest.raises(ValueError, match="needs `name` and `user`"):
         JudgePrompt.from_mapping({"name": "x", "user": "{question} {gold} {prediction}", "sytem": "typo"})
+
+
+def test_judge_has_no_prompt_of_its_own_and_no_path_into_conf():
+    """eval/judge.py reads no prompt file: the prompt arrives from the composed config (conf/judge/prompt/)."""
+    import inspect
+
+    import eval.judge
+
+    source = inspect.getsource(eval.judge)
+    assert "__file__" not in source and '"conf"' not in source and "from_conf" not in source
+    with pytest.raises(TypeError):
+        LLMJudge(None)  # type: ignore[call-arg]  # no default prompt
+
+
+def recording_judge_llm(record_to: str, **_: object) -> SchemaFakeLLM:
+    """A judge client built by Hydra (``judge.llm._target_``) that writes each request to ``record_to`` (JSONL)."""
+    llm = SchemaFakeLLM(model_id="fake-judge")
+    chat = llm.chat
+
+    def recorded(messages, **kwargs):  # type: ignore[no-untyped-def]
+        with open(record_to, "a", encoding="utf-8") as out:
+            out.write(json.dumps({"messages": messages, **{k: kwargs.get(k) for k in ("max_tokens", "purpose")}}) + "\n")
+        return chat(messages, **kwargs)
+
+    llm.chat = recorded  # type: ignore[method-assign]
+    return llm
+
+
+def test_locomo_judges_with_the_judge_built_from_conf_judge(tmp_path):
+    """A value changed in the composed conf/judge (prompt, max_tokens, its own client) reaches every
+    LoCoMo judgement of a run through the runner: nothing about the judge is fixed in the benchmark."""
+    from omegaconf import OmegaConf, open_dict
+
+    from eval.runner import run
+    from tests.unit.test_experiments_smoke import _on_fakes, _slice
+
+    overrides = ["experiment=locomo", *_slice("locomo", tmp_path), "judge/prompt=strict", "judge.max_tokens=77", "judge.attempts=1"]
+    cfg = _on_fakes(compose_config(overrides), tmp_path)
+    with open_dict(cfg):
+        cfg.judge.llm = OmegaConf.create({"_target_": "tests.unit.test_judge.recording_judge_llm", "record_to": str(tmp_path / "judge.jsonl")})
+    metrics = run(cfg, overrides)
+    JUDGE_REQUESTS = [json.loads(line) for line in (tmp_path / "judge.jsonl").read_text().splitlines()]
+    strict = yaml.safe_load((REPO / "conf" / "judge" / "prompt" / "strict.yaml").read_text())
+    assert metrics["judge_prompt"] == "strict" and metrics["metadata"]["judge_model_id"] == "fake-judge"
+    assert len(JUDGE_REQUESTS) == metrics["overall"]["n"] == 4  # one judgement per question, attempts=1
+    assert {r["purpose"] for r in JUDGE_REQUESTS} == {"judge"} and {r["max_tokens"] for r in JUDGE_REQUESTS} == {77}
+    assert all(r["messages"][0] == {"role": "system", "content": strict["system"]} for r in JUDGE_REQUESTS)
 
 
 # -- calibration ----------------------------------------------------------------------------------
@@ -102,7 +156,7 @@ def test_bank_drops_held_out_conversations_and_splits_are_disjoint(tmp_path):
 def test_rates_count_accepts_per_stratum_with_cis(tmp_path):
     items = load_bank(write_bank(tmp_path / "bank"), held_out_conversations=[8])
     # accepts gold always, vague answers of conversation 0 only, specific answers never
-    judge = LLMJudge(FakeLLM(lambda m, s: {"reasoning": "-", "label": "CORRECT" if ("gold" in m[-1]["content"].split("Generated answer: ")[1] or "vague0" in m[-1]["content"]) else "WRONG"}))
+    judge = conf_judge(FakeLLM(lambda m, s: {"reasoning": "-", "label": "CORRECT" if ("gold" in m[-1]["content"].split("Generated answer: ")[1] or "vague0" in m[-1]["content"]) else "WRONG"}))
     rows = judge_sample(judge.judge, items, workers=2)
     assert [r["stratum"] for r in rows] == [s for s in STRATA for _ in items]  # order kept with workers
     out = rates(rows, n_samples=200, seed=0)
@@ -161,7 +215,7 @@ def test_rejudge_adds_a_second_judge_to_metrics(tmp_path):
     (run / "predictions.jsonl").write_text("".join(json.dumps(p) + "\n" for p in predictions))
     (run / "judgements.jsonl").write_text("".join(json.dumps({"key": p["key"], "label": "CORRECT", "correct": True}) + "\n" for p in predictions))
     (run / "metrics.json").write_text(json.dumps({"convention": "locomo", "overall": {}}))
-    strict = LLMJudge(FakeLLM(lambda m, s: {"reasoning": "-", "label": "CORRECT" if "Gold answer: yes" in m[-1]["content"] else "WRONG"}), prompt=JudgePrompt.from_conf("strict"))
+    strict = conf_judge(FakeLLM(lambda m, s: {"reasoning": "-", "label": "CORRECT" if "Gold answer: yes" in m[-1]["content"] else "WRONG"}), ["judge/prompt=strict"])
     section = rejudge(run, strict, "fake", n_samples=100)
     assert section["overall"]["judge"]["mean"] == pytest.approx(0.5) and section["prompt"] == "strict"
     assert section["confusion"]["judge CORRECT / judge2 WRONG"] == 3 and section["kappa"] == 0.0  # first judge constant

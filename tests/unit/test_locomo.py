@@ -26,11 +26,11 @@ from eval.benchmarks.locomo import (
     slice_episodes,
 )
 from eval.context import RunContext
-from eval.judge import LLMJudge
 from eval.metrics import normalize_answer
 from eval.tables import to_markdown, write_tables
 from core.api import Retrieved
 from tests.fakes import FakeLLM
+from tests.hydra_config import conf_judge
 from tests.script_loader import load_script
 from tests.unit.test_rag import BagOfWordsEmbedder
 
@@ -192,14 +192,14 @@ def test_answerer_budget_drops_lowest_scores_and_keeps_order():
 
 def test_judge_labels_and_counted_failures():
     good = FakeLLM(lambda m, s: {"reasoning": "same date", "label": "CORRECT"})
-    verdict = LLMJudge(good).judge("When?", "7 May 2023", "May 7th, 2023")
+    verdict = conf_judge(good).judge("When?", "7 May 2023", "May 7th, 2023")
     assert verdict == {"label": "CORRECT", "correct": True, "reasoning": "same date", "failure": None}
     assert good.requests[0]["purpose"] == "judge" and good.requests[0]["schema"]["properties"]["label"]["enum"] == ["CORRECT", "WRONG"]
     assert "Gold answer: 7 May 2023" in good.requests[0]["messages"][-1]["content"]
     broken = FakeLLM(lambda m, s: "not json at all")
-    verdict = LLMJudge(broken, attempts=2).judge("q", "a", "b")
+    verdict = conf_judge(broken, ["judge.attempts=2"]).judge("q", "a", "b")
     assert verdict["label"] is None and verdict["failure"].startswith("schema") and len(broken.requests) == 2
-    odd = LLMJudge(FakeLLM(lambda m, s: {"reasoning": "", "label": "MAYBE"})).judge("q", "a", "b")
+    odd = conf_judge(FakeLLM(lambda m, s: {"reasoning": "", "label": "MAYBE"})).judge("q", "a", "b")
     assert odd["label"] is None and "bad label" in odd["failure"]
 
 
@@ -246,7 +246,7 @@ class DyingAnswerer(Answerer):
 
 
 def make_ctx(run_dir: Path, llm: FakeLLM, answerer: Answerer | None = None) -> RunContext:
-    return RunContext(run_dir=run_dir, cfg={}, llm=llm, judge_llm=llm, embedder=BagOfWordsEmbedder(), answerer=answerer or Answerer(llm))
+    return RunContext(run_dir=run_dir, llm=llm, judge=conf_judge(llm), workers=1, embedder=BagOfWordsEmbedder(), answerer=answerer or Answerer(llm))
 
 
 def make_system(tmp_path: Path) -> CountingRag:

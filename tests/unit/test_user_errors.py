@@ -75,6 +75,10 @@ def locomo(workspace: dict[str, Path]) -> list[str]:
         (["system=mosaic", "system.conflict.threshold=-3"], ["system.conflict.threshold=-3", "must be a number >= 0 and <= 1"]),
         (["system=mosaic", "system.conflict.judge=proposed"], ["system.conflict.judge=proposed", "held_facts >= 1"]),
         (["system=mosaic", "system.retrieval.mode=ivf"], ["system.retrieval.mode='ivf'", "must be one of"]),
+        # the judge is built from conf/judge only: no default prompt to fall back on, checked before any run folder
+        (["judge.prompt=null"], ["judge.prompt: no judge prompt chosen", "judge/prompt=default"]),
+        (["judge.prompt.user='Q: {question}'"], ["judge.prompt.user: the template must contain {gold}"]),
+        (["judge.max_tokens=0"], ["judge.max_tokens=0", "must be an integer >= 1"]),
     ],
 )
 def test_config_errors_are_one_line_exit_2_before_any_run_folder(workspace, overrides, needles):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -21,8 +22,9 @@ from typing import Any
 import pytest
 
 from eval.context import JsonlRows
-from eval.workers import Stage, SystemGuard, run_stage, workers_of
+from eval.workers import Stage, SystemGuard, run_stage
 from tests.fakes import FakeLLM
+from tests.hydra_config import compose_config, conf_judge
 from tests.unit.test_locomo import scripted_llm
 from tests.unit.test_rag import BagOfWordsEmbedder
 
@@ -125,9 +127,7 @@ def test_kill_at_4_workers_resumes_without_duplicate_or_torn_rows(tmp_path):
 # -- the helper itself ------------------------------------------------------------------------
 class _Ctx:
     def __init__(self, workers: int) -> None:
-        from omegaconf import OmegaConf
-
-        self.cfg = OmegaConf.create({"run": {"workers": workers}})
+        self.workers = workers  # RunContext.workers: run.workers, read once by the runner
         self.seen: list[tuple[str, int, int]] = []
         self.progress = lambda stage, done, total: self.seen.append((stage, done, total))
 
@@ -151,6 +151,8 @@ def test_run_stage_keeps_input_order_runs_concurrently_and_reports_progress():
 
 
 def test_first_error_is_raised_and_workers_is_validated():
+    from eval.runner import ConfigError, validate
+
     def boom(i: int) -> int:
         if i == 3:
             raise RuntimeError("item 3")
@@ -158,9 +160,21 @@ def test_first_error_is_raised_and_workers_is_validated():
 
     with pytest.raises(RuntimeError, match="item 3"):
         run_stage(_Ctx(4), "x", boom, list(range(10)))
-    with pytest.raises(ValueError, match="run.workers"):
-        workers_of(_Ctx(0).cfg)
-    assert workers_of({}) == 1
+    for bad in ("0", "-2", "null", "2.5"):  # one validation path: the runner's, before any run folder
+        with pytest.raises(ConfigError, match=r"run\.workers="):
+            validate(compose_config([f"run.workers={bad}"]))
+
+
+def test_workers_reach_every_benchmark_only_through_the_run_context():
+    """run.workers is checked once (eval.config_checks) and read once (the runner, into RunContext.workers):
+    no benchmark or helper looks it up in the config with a default and a check of its own."""
+    from eval.context import RunContext
+
+    lookup = re.compile(r'"run\.workers"|\bctx\.cfg\b|\bcfg\.run\.workers\b|\bworkers_of\b')
+    readers = {path.relative_to(REPO).as_posix() for path in (REPO / "eval").rglob("*.py") if lookup.search(path.read_text(encoding="utf-8"))}
+    assert readers == {"eval/config_checks.py", "eval/runner.py"}
+    assert "workers" in RunContext.__dataclass_fields__ and "cfg" not in RunContext.__dataclass_fields__
+    assert Stage(_Ctx(3), "x", 1).workers == 3
 
 
 def test_system_guard_serialises_systems_that_do_not_declare_thread_safety():
@@ -196,8 +210,6 @@ def test_row_file_appends_whole_lines_under_threads(tmp_path):
 
 
 def test_conflict_cases_at_4_workers_each_restore_their_own_snapshot(tmp_path):
-    from omegaconf import OmegaConf
-
     from eval.benchmarks.conflict import ConflictBenchmark
     from eval.context import RunContext
     from tests.unit.test_conflict_suite import MINI, ScriptedMemory, _Embedder
@@ -216,8 +228,7 @@ def test_conflict_cases_at_4_workers_each_restore_their_own_snapshot(tmp_path):
     for workers in (1, 4):
         system = ThreadSafeScripted(snapshots=True)
         system.namespaces = set()
-        cfg = OmegaConf.create({"run": {"workers": workers}})
-        ctx = RunContext(run_dir=tmp_path / f"w{workers}", cfg=cfg, llm=None, judge_llm=None, embedder=_Embedder(), answerer=None)
+        ctx = RunContext(run_dir=tmp_path / f"w{workers}", llm=None, judge=conf_judge(None), workers=workers, embedder=_Embedder(), answerer=None)
         metrics = ConflictBenchmark(suite=str(path), bootstrap_samples=50).run(system, ctx)
         results[workers] = {k: v for k, v in metrics.items() if k != "ingest"}
         assert system.ingests == 1  # the context is ingested once, at any N
@@ -229,8 +240,6 @@ def test_conflict_cases_at_4_workers_each_restore_their_own_snapshot(tmp_path):
 
 
 def test_halumem_users_at_2_workers_give_the_same_metrics(tmp_path):
-    from omegaconf import OmegaConf
-
     from eval.benchmarks.halumem import HaluMemBenchmark
     from eval.context import RunContext
     from tests.unit.test_halumem import TINY, EchoAnswerer, KeywordMemory, _fixed_judge
@@ -241,8 +250,7 @@ def test_halumem_users_at_2_workers_give_the_same_metrics(tmp_path):
     results = {}
     for workers in (1, 2):
         llm = FakeLLM(_fixed_judge)
-        cfg = OmegaConf.create({"run": {"workers": workers}})
-        ctx = RunContext(run_dir=tmp_path / f"w{workers}", cfg=cfg, llm=llm, judge_llm=llm, embedder=None, answerer=EchoAnswerer())
+        ctx = RunContext(run_dir=tmp_path / f"w{workers}", llm=llm, judge=conf_judge(llm), workers=workers, embedder=None, answerer=EchoAnswerer())
         results[workers] = HaluMemBenchmark(path=str(TINY), bootstrap_samples=100).run(ThreadSafeKeyword(), ctx)
         assert len(_lines(tmp_path / f"w{workers}" / "halumem_users.jsonl")) == 2
     assert results[1] == results[2]

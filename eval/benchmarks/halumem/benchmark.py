@@ -24,6 +24,13 @@ Sessions flagged ``is_generated_qa_session`` (HaluMem-Long filler) are added but
 Systems that cannot list what they stored (not ``Inspectable``; Zep-like) get no extraction
 metrics, as in the paper. Rows are appended as they are produced, so a killed run resumes
 (memory state is rebuilt by replaying adds; the LLM cache makes that cheap).
+
+Judge: the run's judge model (``ctx.judge.llm``, from conf/judge) asks HaluMem's four rubrics
+(eval/benchmarks/halumem/judge.py), not the LoCoMo prompt in ``ctx.judge.prompt``: HaluMem scores
+integrity and accuracy 0/1/2 and updates/answers in four or three classes, not CORRECT/WRONG against one
+gold answer, so its prompts and reply schemas are part of its protocol. Their reply budget and retries
+are this benchmark's own keys (``judge_max_tokens``: 200, the reason plus a score or two fields, and
+``judge_attempts``), kept apart from conf/judge ``max_tokens`` (160, LoCoMo's one-label reply).
 """
 
 from __future__ import annotations
@@ -34,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from core.api import AddReport, Inspectable, MemorySystem, OracleFact, StoredItem, Turn
+from core.api import AddReport, DeclaresConflictSignal, Inspectable, MemorySystem, OracleFact, ParallelSearch, StoredItem, Turn
 from core.config_check import ConfigKeyError
 from eval.benchmarks.halumem.clarify import CLARIFY_TABLES, clarify_metrics, clarify_session
 from eval.benchmarks.halumem.data import HUB_REPO, HaluMemUser, Session, halumem_time_to_iso, load_halumem_hub, load_halumem_jsonl
@@ -43,7 +50,7 @@ from eval.benchmarks.halumem.metrics import by_memory_type, by_question_type, ex
 from eval.benchmarks.halumem.table import make_table
 from eval.benchmarks.halumem.update_links import fact_id_of, link_session, update_link_metrics
 from eval.context import RunContext
-from eval.workers import SystemGuard, run_stage, workers_of
+from eval.workers import SystemGuard, run_stage
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +63,7 @@ def _replay_search(system: MemorySystem, namespace: str, query: str, k: int) -> 
     """Search again for a point or question a killed run already scored, result dropped, when the system's
     search depends on the one before it (``parallel_search`` false or absent: MOSAIC's continuity term), so
     the searches after it see the state an uninterrupted run had; a pure-read search is not repeated."""
-    if not getattr(system, "parallel_search", False):
+    if not (isinstance(system, ParallelSearch) and system.parallel_search):
         system.search(namespace, query, k)
 
 
@@ -154,7 +161,7 @@ class HaluMemBenchmark:
     # -- running ----------------------------------------------------------------------------
     def run(self, system: MemorySystem, ctx: RunContext) -> dict[str, Any]:
         users = self.load(ctx)
-        judge = HaluMemJudge(ctx.judge_llm, max_tokens=self.judge_max_tokens, attempts=self.judge_attempts)
+        judge = HaluMemJudge(ctx.judge.llm, max_tokens=self.judge_max_tokens, attempts=self.judge_attempts)  # the run's judge model, HaluMem's rubrics
         mode = self._extraction_mode(system)
         if self.clarify not in ("off", "oracle"):
             raise ValueError(f"benchmark.clarify must be off or oracle, got {self.clarify!r}")
@@ -167,7 +174,7 @@ class HaluMemBenchmark:
 
         retry = {str(r["key"]).split(":")[0] for name in SCORED_TABLES for r in rows[name].rows() if failed(r)}
         todo = [user for user in users if user.uuid not in rows["users"] or user.uuid in retry]  # failed rows: the user again
-        run_stage(ctx, "users", one_user, todo, SystemGuard(system).namespace_workers(workers_of(ctx.cfg)))
+        run_stage(ctx, "users", one_user, todo, SystemGuard(system).namespace_workers(ctx.workers))
         order = {user.uuid: i for i, user in enumerate(users)}  # rows read back in user order, whatever run.workers was
         return self.aggregate(
             {name: sorted(table.rows(), key=lambda r: order.get(str(r["key"]).split(":")[0], len(order))) for name, table in rows.items()},
@@ -180,7 +187,8 @@ class HaluMemBenchmark:
     def _links_counted(system: MemorySystem, mode: str, ctx: RunContext) -> bool:
         """Update links need what the system held before each add (inspect), a system that can raise conflicts, and
         the run's embedder (held and new memories are matched to gold points by text where they carry no fact id)."""
-        return mode == "inspect" and getattr(system, "conflict_signal", True) is not False and ctx.embedder is not None
+        none_by_construction = isinstance(system, DeclaresConflictSignal) and system.conflict_signal is False
+        return mode == "inspect" and not none_by_construction and ctx.embedder is not None
 
     def _sessions(self, user: HaluMemUser) -> tuple[Session, ...]:
         return user.sessions if self.limit_sessions is None else user.sessions[: self.limit_sessions]

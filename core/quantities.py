@@ -2,7 +2,9 @@
 
 Three mechanisms need the same answers: the confidence gate (do two values agree? do two
 entities fill the same slot?), the conflict check (do two quantities of one kind differ?) and
-extraction (how many days is "a few days ago"?). They all read them from here.
+extraction (how many days is "a few days ago"?). They all read them from here. It sits in core/, not in
+mosaic/, because the conflict benchmark's miss analysis ("plausible numbers") parses every system's
+probes with it too: one parser for all systems, and eval/ never imports the system under study.
 
 - Numbers: digits, or number words from one table (``NUMBER_WORDS``); quantifiers that say a
   number without a numeral ("both", "a couple") in ``DEFINITE_QUANTIFIERS``, vague ones ("a few",
