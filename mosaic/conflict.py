@@ -239,7 +239,7 @@ class ConflictDetector:
 
     Tuning knobs (defaults were calibrated on the household-finance dev suite only, by the rule
     "highest detection with false alarms <= 10%": mode=nli, threshold=0.35 gave 91% detection and
-    6% false alarms there; see results/conflict_dev/ and scripts/tune_conflict.py):
+    6% false alarms there; see results/conflict_dev/ and research/tune_conflict.py):
     ``n_facts`` facts shown to the LLM, ``min_similarity`` to enter the candidate list,
     ``numeric_similarity`` (masked-text cosine that makes two statements "about the same thing"),
     ``threshold`` on the LLM's 1 - p(0), ``explain`` (one extra short call for a reason on hits; off by

@@ -13,13 +13,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from eval.compare import compare_conflict, compare_locomo, run_kind, write_cost  # noqa: E402
+from eval.compare import compare_conflict, compare_locomo, run_kind, write_cost
 
 
 def _pct(value: float | None, signed: bool = False) -> str:

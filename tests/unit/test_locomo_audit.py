@@ -87,7 +87,7 @@ def test_tables_rebuild_gold_columns_from_a_finished_runs_rows(tmp_path, monkeyp
     assert row["audited: excluded n"] == 2 and row["headline gold"] == "original" and "(default)" in row["judge (prompt)"]
 
 
-@pytest.mark.skipif(AUDIT_DIR is None, reason="locomo-audit files absent (python scripts/download_data.py)")
+@pytest.mark.skipif(AUDIT_DIR is None, reason="locomo-audit files absent (python -m scripts.download_data)")
 def test_real_errata_counts():
     errata = load_errata(AUDIT_DIR / "errors.json")
     assert len(errata) == 156 and len(score_changing_positions(errata)) == 99

@@ -1,6 +1,6 @@
 """What MOSAIC's write path spent per turn, and what two cheaper write paths could save at most.
 
-    python -m scripts.write_cost_replay <MOSAIC run folder> [--radii 0.3 0.4 0.5 0.6] [--out FILE]
+    python -m research.write_cost_replay <MOSAIC run folder> [--radii 0.3 0.4 0.5 0.6] [--out FILE]
 
 Reads the persisted memory of a finished MOSAIC run (``system/mosaic/*.json``: the per-turn cost
 log and the entity vectors) and makes no LLM call. It reports:
@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from mosaic.values import same_slot
-from scripts.error_analysis import load_memory
+from research.error_analysis import load_memory
 
 PURPOSES = ("extraction", "conflict", "belief")
 
@@ -105,7 +105,7 @@ def replay(run: Path, radii: list[float]) -> dict[str, Any]:
         },
         "judge_radius_bound": {str(r): round(float((near < r).mean()), 3) if near.size else None for r in radii},
         "same_slot_share": round(with_slot_peer / near.size, 3) if near.size else None,
-        "note": "replay of a persisted memory, no LLM call: bounds, not measurements (scripts/write_cost_replay.py)",
+        "note": "replay of a persisted memory, no LLM call: bounds, not measurements (research/write_cost_replay.py)",
     }
 
 
