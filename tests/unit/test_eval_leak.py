@@ -5,7 +5,7 @@ run time and by nothing else: its contexts, probes and description must not appe
 eval/, baselines/, scripts/, research/, conf/, core/ or tests/ (prompts, docstrings, fixtures, unit tables).
 The same holds for HaluMem's evaluation user (data/halumem-pilot/halumem_medium_user3.jsonl, issue 39):
 its persona, dialogues, memory points, questions and answers are read here, inside the test, and never
-printed; the test is skipped only where the file was not fetched (scripts/download_data.py).
+printed; the test is skipped only where the file was not fetched (python -m scripts.download_data).
 Text is compared as lowercase alphanumeric words, so a copy that changes case, punctuation,
 quoting or line breaks is still caught. Failures name file:line only, never the text.
 """
@@ -108,7 +108,7 @@ def test_checker_leaves_dev_suite_text_alone(tmp_path):
 
 # ----------------------------------------------------------------------------- HaluMem's evaluation user
 def halumem_eval_path() -> Path | None:
-    """The evaluation user's file: data/halumem-pilot/ (scripts/download_data.py), else the mirror's copy."""
+    """The evaluation user's file: data/halumem-pilot/ (python -m scripts.download_data), else the mirror's copy."""
     mirror = Path(os.environ.get("LOCOMO_MIRROR") or "/work/shared/data")
     found = [p for p in (REPO / "data" / "halumem-pilot" / HALUMEM_EVAL, mirror / "halumem-pilot" / HALUMEM_EVAL) if p.is_file()]
     return found[0] if found else None
