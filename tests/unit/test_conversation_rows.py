@@ -34,6 +34,8 @@ def _hash(overrides: list[str]) -> str:
 @pytest.mark.parametrize(("sweep", "single"), [
     ("sweep_conv26_rows", [["experiment=locomo_conv26", "system=mosaic"], ["experiment=locomo_conv26", "ablation=with_source_turns"],
                            ["experiment=locomo_conv26", "ablation=turn_matching"]]),
+    ("sweep_conv49_rows", [["experiment=locomo_conv49", "system=mosaic"], ["experiment=locomo_conv49", "ablation=with_source_turns"],
+                           ["experiment=locomo_conv49", "ablation=turn_matching"]]),
     ("sweep_write_cost", [["experiment=locomo", "system=mosaic"], ["experiment=locomo", "ablation=fused_conflict"]]),
     ("sweep_write_cost_conflict", [["experiment=conflict", f"conflict.suite=data/conflicts/{suite}.json", *ablation]
                                    for suite in ("household_finance", "workplace_policy") for ablation in ([], ["ablation=fused_conflict"])]),
