@@ -6,7 +6,7 @@ leave no measured cost at all (the benchmark's per-session rows are written when
 JSON line per turn: namespace, turn id, wall seconds and the LLM usage the system accounts to it.
 A turn ingested again after a resume (replayed from the response cache) appends a second line; readers keep
 the first, which is the one that paid. Lines are appended whole and flushed; a torn last line from a kill
-is skipped by the reader (scripts/ingest_cost.py).
+is skipped by the reader (research/ingest_cost.py).
 """
 
 from __future__ import annotations

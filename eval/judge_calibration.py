@@ -64,7 +64,7 @@ def load_bank(bank_dir: Path, held_out_conversations: Sequence[int]) -> list[Ban
     for stratum, filename in BANK_FILES.items():
         path = bank_dir / filename
         if not path.is_file():
-            raise FileNotFoundError(f"{path}: audit bank missing (python scripts/download_data.py, or --mirror DIR)")
+            raise FileNotFoundError(f"{path}: audit bank missing (python -m scripts.download_data, or --mirror DIR)")
         data = json.loads(path.read_text(encoding="utf-8"))
         rows = {}
         for conv_rows in data["detailed_results"].values():

@@ -25,7 +25,7 @@ would commit, and an answer (directness 1) is what lifts its rho.
 f is a weighted set-coverage function, hence monotone (adding v can only grow C(S)) and
 submodular (the gain of v, w(C(v) minus C(S)), can only shrink as S grows). By Nemhauser, Wolsey
 and Fisher (1978) the greedy choice (repeatedly take the largest gain) reaches at least
-(1 - 1/e) of the best f over sets of size b. ``scripts/bench_theory.py`` checks that bound
+(1 - 1/e) of the best f over sets of size b. ``research/bench_theory.py`` checks that bound
 against exhaustive search. The weight w(v) is the importance the entity would enter memory with
 (on commit importance = rho), so a clarification that settles a well-supported value counts for
 more than one that settles a vague one.

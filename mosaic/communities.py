@@ -12,7 +12,7 @@ its members; it may split, the largest part keeps its id), and the global re-run
 ``backstop_rerun_fraction`` of |V| changed. A global re-run costs O(|V| + |E|) and Leiden's cost
 per node grows with |V|, so at 5% of |V| its share per write grows with the graph; a local one
 costs the size of one community, so the amortised community cost per write stops depending on
-|V| (measured in scripts/bench_scaling.py). Below ``local_from_nodes`` a global re-run is cheap
+|V| (measured in research/bench_scaling.py). Below ``local_from_nodes`` a global re-run is cheap
 (about 0.1 s at 1k nodes) and communities behave exactly as without local re-runs.
 
 A local re-run optimises the *global* modularity, not the subgraph's own: the subgraph's

@@ -7,7 +7,7 @@ So the check is a pipeline that narrows before it asks, and asks in a calibrated
 1. Candidates: the ``k`` nearest active entities by embedding, plus their graph neighbours
    (G_P and G_A), so that a logical clash that needs two held facts has both in view.
 2. Like with like, numbers in Python: quantities with units are parsed from both texts
-   (mosaic.values); the held entity that says the most nearly the same thing once numbers are
+   (core.quantities); the held entity that says the most nearly the same thing once numbers are
    masked is the one the new entity is about; if its numbers of the same unit family differ
    beyond tolerance, that is a numeric conflict, decided without the LLM.
 3. The LLM sees a short numbered list of the closest candidates (with a fixed few-shot prefix, so
@@ -239,7 +239,7 @@ class ConflictDetector:
 
     Tuning knobs (defaults were calibrated on the household-finance dev suite only, by the rule
     "highest detection with false alarms <= 10%": mode=nli, threshold=0.35 gave 91% detection and
-    6% false alarms there; see results/conflict_dev/ and scripts/tune_conflict.py):
+    6% false alarms there; see results/conflict_dev/ and research/tune_conflict.py):
     ``n_facts`` facts shown to the LLM, ``min_similarity`` to enter the candidate list,
     ``numeric_similarity`` (masked-text cosine that makes two statements "about the same thing"),
     ``threshold`` on the LLM's 1 - p(0), ``explain`` (one extra short call for a reason on hits; off by

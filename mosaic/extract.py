@@ -156,7 +156,7 @@ def group_extraction_schema(max_entities: int, n_messages: int) -> dict[str, Any
 
 # -- dates -----------------------------------------------------------------------------
 _WEEKDAYS = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
-_COUNT = count_pattern(vague=True)  # "3", "three", "a few", "a couple of" (mosaic.values)
+_COUNT = count_pattern(vague=True)  # "3", "three", "a few", "a couple of" (core.quantities)
 _UNITS = {"day": "days", "week": "weeks", "month": "months", "year": "years"}
 _SAME_DAY = ("today", "tonight", "this morning", "this afternoon", "this evening", "right now", "now", "currently")
 

@@ -5,7 +5,7 @@ and specificity) reaches ``rho_min`` and its belief over candidate values is set
 (Shannon entropy <= ``delta`` bits). Otherwise it waits in an inspectable clarification queue
 with a targeted question, instead of silently entering memory.
 
-Beliefs live on a *slot* (subject + attribute; mosaic.values decides what counts as the same
+Beliefs live on a *slot* (subject + attribute; core.quantities decides what counts as the same
 slot and the same value): the candidates are the values held for that
 slot plus the new value. The update is Bayes' rule b(t+1)(v) ∝ b(t)(v) · L(v), where the
 likelihood L mixes a rule-based match (does v equal the new value?) with an LLM assessment

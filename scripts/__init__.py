@@ -1,7 +1,8 @@
-"""Command-line tools (vLLM launcher, data download, tables, benchmarks, calibration).
+"""User commands: set-up, data and model files, the vLLM server, tables, publishing, comparison,
+re-judging, judge calibration and the response-cache archive.
 
-A package so that tests and other code import them plainly (``from scripts import make_tables``)
-and they import the harness without touching ``sys.path``. Run them from the repository root as
-``python -m scripts.<name>`` (or as ``python scripts/<name>.py`` once the project is installed
-with ``pip install -e .``).
+Run each from the repository root as ``python -m scripts.<name>`` (the shell set-up files as
+``bash scripts/<name>.sh``). A command holds its command line only: what commands share lives in the
+packages (eval/, core/), and no command imports another (tests/unit/test_commands_layout.py). Research
+tools (benchmarks, probes, audits) are under research/, run as ``python -m research.<name>``.
 """

@@ -1,9 +1,9 @@
 """Calibrate a LoCoMo judge on the locomo-audit bank: how often it accepts wrong answers and gold ones.
 
-    python scripts/calibrate_judge.py                                  # default judge and prompt, report split
-    python scripts/calibrate_judge.py judge/prompt=strict              # another prompt (conf/judge/prompt/)
-    python scripts/calibrate_judge.py judge/prompt=strict calibration.split=dev   # tune on dev only
-    python scripts/calibrate_judge.py judge=local judge.llm.model=<gguf>          # another judge model
+    python -m scripts.calibrate_judge                                  # default judge and prompt, report split
+    python -m scripts.calibrate_judge judge/prompt=strict              # another prompt (conf/judge/prompt/)
+    python -m scripts.calibrate_judge judge/prompt=strict calibration.split=dev   # tune on dev only
+    python -m scripts.calibrate_judge judge=local judge.llm.model=<gguf>          # another judge model
 
 Settings: conf/calibrate_judge.yaml. Writes results/judge/<judge model>__<prompt>.json (report split)
 or ..._dev.json, with per-item rows; LoCoMo tables read the report file next to judge accuracy.
@@ -20,16 +20,14 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
 
-from hydra import compose, initialize_config_dir  # noqa: E402
-from hydra.utils import instantiate  # noqa: E402
-from omegaconf import DictConfig, OmegaConf  # noqa: E402
-from tqdm import tqdm  # noqa: E402
+from hydra import compose, initialize_config_dir
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf
+from tqdm import tqdm
 
-from eval.judge import JudgePrompt, LLMJudge  # noqa: E402
-from eval.judge_calibration import calibration_key, judge_sample, load_bank, rates, split_sample  # noqa: E402
+from eval.judge import JudgePrompt, LLMJudge
+from eval.judge_calibration import calibration_key, judge_sample, load_bank, rates, split_sample
 
 
 def compose_config(overrides: list[str]) -> DictConfig:

@@ -5,21 +5,20 @@
 LoCoMo runs: judge accuracy and token F1 of both, and OTHER - BASE with a paired bootstrap CI,
 overall and per category. Conflict-suite runs: detection and false alarms, the same way. Both:
 the write cost per turn (calls, tokens, seconds; share of calls the response cache served). No LLM
-call. Prints a markdown table; with --out also writes the JSON (and the table beside it as .md); with --plot a
-forest plot of the differences (PNG).
+call. Prints a markdown table, and under it the mechanism counts of every MOSAIC run (eval/mechanism_counts.py);
+with --out also writes the JSON (and the tables beside it as .md); with --plot a forest plot of the differences (PNG).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from eval.compare import compare_conflict, compare_locomo, run_kind, write_cost  # noqa: E402
+from eval.compare import compare_conflict, compare_locomo, run_kind, write_cost
+from eval.mechanism_counts import mechanism_markdown, mechanisms
 
 
 def _pct(value: float | None, signed: bool = False) -> str:
@@ -141,6 +140,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parser.parse_args(argv)
     result = compare(args.base, args.others, args.samples, args.seed)
     table = markdown(result)
+    counts = {str(run): found for run in (args.base, *args.others) if (found := mechanisms(run)) is not None}
+    if counts:  # MOSAIC runs: which mechanism did the work (no section for runs that record none)
+        result["mechanisms"] = counts
+        table += "\n\nMechanism counts:\n\n" + mechanism_markdown(counts)
     print(table)
     if args.plot:
         plot(result, args.plot)

@@ -1,9 +1,9 @@
 """Fetch LoCoMo's public locomo10.json, the locomo-audit files and the two HaluMem pilot users into data/, verifying sha256.
 
-    python scripts/download_data.py                 # from GitHub
-    python scripts/download_data.py --mirror DIR    # from a local folder: DIR/locomo10.json, DIR/locomo-audit/*,
+    python -m scripts.download_data                 # from GitHub
+    python -m scripts.download_data --mirror DIR    # from a local folder: DIR/locomo10.json, DIR/locomo-audit/*,
                                                     # DIR/halumem-pilot/*
-    LOCOMO_MIRROR=DIR python scripts/download_data.py
+    LOCOMO_MIRROR=DIR python -m scripts.download_data
 
 The audit (github.com/dial481/locomo-audit, CC BY-NC 4.0 like LoCoMo) is pinned to one commit:
 errors.json (gold-answer errata) and the two wrong-answer banks the judge calibration uses, into

@@ -29,6 +29,7 @@ from hydra.utils import get_class
 
 from eval.benchmarks.locomo import slice_label
 from eval.decomposition import decomposition_table
+from eval.publishing import provenance_flags
 from eval.tables import to_markdown, write_tables
 
 REPO = Path(__file__).resolve().parents[1]
@@ -55,24 +56,6 @@ def load_runs(root: Path) -> dict[str, list[dict[str, Any]]]:
         metrics["_path"] = str(path)
         groups[_field(metrics, "benchmark")].append(metrics)
     return groups
-
-
-def provenance_flags(metrics: dict[str, Any]) -> list[str]:
-    """Why a run is not a clean published result: dirty tree, code changed between start and end, or unknown."""
-    meta = metrics.get("metadata", {})
-    end, start = str(meta.get("git_sha", "unknown")), meta.get("git_sha_start")
-    flags = []
-    if start is None:
-        flags.append("start code not recorded (run predates provenance)")
-    elif str(start).endswith("-dirty"):
-        flags.append(f"started from a dirty tree ({start})")
-    if end.endswith("-dirty"):
-        flags.append(f"ended on a dirty tree ({end})")
-    if start is not None and (meta.get("code_changed_during_run") or str(start) != end):
-        flags.append(f"code changed during the run ({start} -> {end})")
-    if end == "unknown":
-        flags.append("no git sha")
-    return flags
 
 
 def _shown(path: str) -> str:
@@ -133,7 +116,7 @@ def scaling_table(paths: tuple[Path, ...] = SCALING_FILES) -> pd.DataFrame:
             })  # fmt: skip
     table = pd.DataFrame(rows)
     table.attrs["caption"] = (
-        "NCS and community maintenance per write on synthetic graphs (scripts/bench_scaling.py; no LLM). 'Amortised' "
+        "NCS and community maintenance per write on synthetic graphs (research/bench_scaling.py; no LLM). 'Amortised' "
         "spreads a refresh's and a global Leiden re-run's cost over their intervals; where the timed window held "
         "neither, that part is extrapolated from one timing outside the window. 'In-window' is the mean wall time of "
         "the timed writes themselves."

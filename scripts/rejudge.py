@@ -1,7 +1,7 @@
 """Re-judge a finished LoCoMo run with a second judge and measure agreement with its first judge.
 
-    python scripts/rejudge.py run_dir=results/runs/locomo/rag/none/<hash> judge2/prompt=strict
-    python scripts/rejudge.py run_dir=... judge2=local judge2.llm.model=<gguf> judge2/prompt=mem0_generous
+    python -m scripts.rejudge run_dir=results/runs/locomo/rag/none/<hash> judge2/prompt=strict
+    python -m scripts.rejudge run_dir=... judge2=local judge2.llm.model=<gguf> judge2/prompt=mem0_generous
 
 `judge2` takes any judge config (conf/judge/*.yaml) and prompt (conf/judge/prompt/*.yaml); settings in
 conf/rejudge.yaml. Writes <run_dir>/judgements2__<model>__<prompt>.jsonl and a `judge2` section in
@@ -15,15 +15,13 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
 
-from hydra import compose, initialize_config_dir  # noqa: E402
-from hydra.utils import instantiate  # noqa: E402
-from omegaconf import DictConfig, OmegaConf  # noqa: E402
+from hydra import compose, initialize_config_dir
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf
 
-from eval.judge import JudgePrompt, LLMJudge  # noqa: E402
-from eval.judge_agreement import rejudge  # noqa: E402
+from eval.judge import JudgePrompt, LLMJudge
+from eval.judge_agreement import rejudge
 
 
 def _as_group_override(override: str) -> str:

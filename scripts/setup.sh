@@ -35,8 +35,8 @@ if $PIP install --quiet uv && uv_settings; then
 fi
 install_packages "torch==2.13.0"
 install_packages -e ".[test,baselines,zep]"
-.venv/bin/python scripts/fetch_model.py qwen2.5-coder-1.5b-instruct-q4_k_m qwen2.5-coder-0.5b-instruct
-.venv/bin/python scripts/download_data.py ${LOCOMO_MIRROR:+--mirror "$LOCOMO_MIRROR"}
+.venv/bin/python -m scripts.fetch_model qwen2.5-coder-1.5b-instruct-q4_k_m qwen2.5-coder-0.5b-instruct
+.venv/bin/python -m scripts.download_data ${LOCOMO_MIRROR:+--mirror "$LOCOMO_MIRROR"}
 # MemGPT (system=memgpt): the Letta 0.11.7 server in its own venv, .venv-letta (its pins clash with ours).
 # Only system=memgpt needs it, and the adapter builds it on first use (baselines/memgpt.py ensure_letta).
 if [ "${1:-}" = "--with-letta" ]; then

@@ -1,4 +1,5 @@
-"""Import a tool under scripts/ (a package) by name, for tests that call its functions.
+"""Import a command module (``scripts.<name>`` or ``research.<name>``, both packages) by name, for tests
+that call its functions.
 
 Equivalent to ``from scripts import <name>``; kept so that tests written against the former
 file-path loader keep working.
@@ -10,6 +11,6 @@ import importlib
 from types import ModuleType
 
 
-def load_script(name: str) -> ModuleType:
-    """The module ``scripts.<name>``."""
-    return importlib.import_module(f"scripts.{name}")
+def load_script(name: str, package: str = "scripts") -> ModuleType:
+    """The module ``<package>.<name>``: a user command under scripts/ or a research tool under research/."""
+    return importlib.import_module(f"{package}.{name}")

@@ -200,7 +200,7 @@ def load_locomo(path: str | Path, content: bytes | None = None) -> list[Conversa
     raises one ``LoCoMoFormatError`` naming file and field/line."""
     path = Path(path)
     if content is None and not path.is_file():
-        raise LoCoMoFormatError(f"{path}: LoCoMo file not found (get it with `python scripts/download_data.py`)")
+        raise LoCoMoFormatError(f"{path}: LoCoMo file not found (get it with `python -m scripts.download_data`)")
     try:
         data = json.loads(path.read_text(encoding="utf-8") if content is None else content)
     except json.JSONDecodeError as err:
@@ -310,7 +310,7 @@ def ingest(
     """Reset the namespace and add each session; return the ingest row (AddReport totals).
     ``sessions`` is told each session done (the logger's ``ingest`` progress); ``session_rows`` gets one
     row per session the first time it is added (``session_row``), so a run killed in a long ingest still
-    says what each finished session cost (scripts/ingest_cost.py). ``oracle_facts``: the turns carry the
+    says what each finished session cost (research/ingest_cost.py). ``oracle_facts``: the turns carry the
     session's observation facts (``Session.oracle_turns``)."""
     system.reset(episode.namespace)
     total = AddReport()
@@ -587,7 +587,7 @@ class LoCoMoBenchmark:
         self.episodes()
         if self.gold == "audited_excluded" and not Path(self.audit_errata).is_file():
             raise ConfigKeyError(f"benchmark.audit_errata={self.audit_errata}: not found, and benchmark.gold=audited_excluded needs it; "
-                                 "run `python scripts/download_data.py` (or --mirror DIR)")
+                                 "run `python -m scripts.download_data` (or --mirror DIR)")
 
     def episodes(self, ctx: RunContext | None = None) -> tuple[list[Episode], dict[str, int]]:
         """The slice; with ``ctx``, parsed from the bytes the run read and checked against its folder's identity."""
@@ -703,8 +703,8 @@ class LoCoMoBenchmark:
         (``errata``: its bytes, read and checked at the start of the run)."""
         if errata is None:
             if self.gold == "audited_excluded":
-                raise FileNotFoundError(f"benchmark.audit_errata={self.audit_errata}: not found; run `python scripts/download_data.py` (or --mirror DIR)")
-            ctx.log.warning("benchmark.audit_errata=%s not found: only original-gold scores (python scripts/download_data.py)", self.audit_errata)
+                raise FileNotFoundError(f"benchmark.audit_errata={self.audit_errata}: not found; run `python -m scripts.download_data` (or --mirror DIR)")
+            ctx.log.warning("benchmark.audit_errata=%s not found: only original-gold scores (python -m scripts.download_data)", self.audit_errata)
             return None
         positions = {e.conversation.sample_id: e.conversation.position for e in episodes}
         excluded = audited_keys(kept, positions, self.audit_errata, errata)

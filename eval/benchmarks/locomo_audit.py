@@ -40,7 +40,7 @@ def load_errata(path: str | Path, content: bytes | None = None) -> list[Erratum]
     type); nothing else is kept."""
     path = Path(path)
     if content is None and not path.is_file():
-        raise AuditFormatError(f"{path}: audit errata not found (get them with `python scripts/download_data.py`)")
+        raise AuditFormatError(f"{path}: audit errata not found (get them with `python -m scripts.download_data`)")
     try:
         entries = json.loads(path.read_text(encoding="utf-8") if content is None else content)
     except json.JSONDecodeError as err:

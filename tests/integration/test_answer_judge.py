@@ -49,7 +49,7 @@ def test_judge_grades_clear_cases(small_llm):
     assert small_llm.usage.by_purpose["judge"]["calls"] >= 2
 
 
-@pytest.mark.skipif(DATA is None, reason="data/locomo10.json absent (python scripts/download_data.py)")
+@pytest.mark.skipif(DATA is None, reason="data/locomo10.json absent (python -m scripts.download_data)")
 @pytest.mark.parametrize("system_cls", [RagMemory, FullContextMemory])
 def test_locomo_run_on_a_tiny_slice(system_cls, small_llm, embedder, tmp_path):
     bench = LoCoMoBenchmark(path=str(DATA), conversations=[0], max_sessions=1, evidence_in_ingested_only=True, max_questions=2, bootstrap_samples=200)

@@ -43,7 +43,7 @@ LOCOMO = REPO / "data" / "locomo10.json"
 def tiny_locomo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """conv-26 (a dev conversation) cut to its first session: a real LoCoMo slice small enough for seconds."""
     if not LOCOMO.exists():
-        pytest.skip(f"{LOCOMO} missing (scripts/download_data.py)")
+        pytest.skip(f"{LOCOMO} missing (python -m scripts.download_data)")
     conv = next(c for c in json.loads(LOCOMO.read_text()) if c["sample_id"] == "conv-26")
     keep = {k: v for k, v in conv["conversation"].items() if k in ("speaker_a", "speaker_b", "session_1", "session_1_date_time")}
     conv = {**conv, "conversation": keep}

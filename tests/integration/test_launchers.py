@@ -1,7 +1,7 @@
 """Hydra launchers: a two-job sweep through submitit_local (the code path Slurm runs), for real.
 
 The jobs run ``run.py`` on a LoCoMo slice with ``system=full_context`` (no embedder needed) and
-``llm=openai_compat`` pointed at scripts/latency_server.py, a SIMULATED OpenAI-compatible server
+``llm=openai_compat`` pointed at research/latency_server.py, a SIMULATED OpenAI-compatible server
 this test starts: the launcher, pickling, job folders and result collection are real; the LLM is not.
 """
 
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from scripts.latency_server import LatencyModel, LatencyServer
+from research.latency_server import LatencyModel, LatencyServer
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = [

@@ -1,4 +1,4 @@
-"""scripts/bench_llm.py: prompt prompts are unique (no prefix cache can serve them) and rates are per token."""
+"""research/bench_llm.py: prompt prompts are unique (no prefix cache can serve them) and rates are per token."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from tests.script_loader import load_script
 
 
 def test_measure_uses_fresh_prompts_and_reports_rates():
-    module = load_script("bench_llm")
+    module = load_script("bench_llm", package="research")
 
     def slow(messages, schema):
         time.sleep(0.01)
@@ -24,7 +24,7 @@ def test_measure_uses_fresh_prompts_and_reports_rates():
 
 
 def test_depth_puts_one_shared_context_before_every_generation_ask():
-    module = load_script("bench_llm")
+    module = load_script("bench_llm", package="research")
     llm = FakeLLM(lambda messages, schema: "1")
     module.measure(llm, rounds=2, prompt_tokens=90, gen_tokens=8, depth=300)
     generation = [r["messages"][0]["content"] for r in llm.requests[2:]]  # after the two prompt-speed calls

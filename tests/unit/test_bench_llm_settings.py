@@ -1,4 +1,4 @@
-"""scripts/bench_llm_settings.py: settings parse, alternate by round, and differing replies are counted."""
+"""research/bench_llm_settings.py: settings parse, alternate by round, and differing replies are counted."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import sqlite3
 
 import pytest
 
-from scripts import bench_llm_settings as bench
+from research import bench_llm_settings as bench
 
 
 def test_a_setting_splits_llm_overrides_from_environment():

@@ -15,7 +15,7 @@ from tests.script_loader import load_script
 def test_small_mode_writes_scaling_json_and_plots(tmp_path):
     """Each check fails for a real fault: NCS no cheaper than a full recompute or ranking differently,
     an index that loses neighbours, a memory or ratio figure that does not follow from the index."""
-    module = load_script("bench_scaling")
+    module = load_script("bench_scaling", package="research")
     module.main(["--small", "--out", str(tmp_path)])
     results = json.loads((tmp_path / "scaling.json").read_text())
     assert results["mode"] == "small" and results["data"]["ncs"] and results["data"]["retrieval"]
@@ -47,7 +47,7 @@ def test_small_mode_writes_scaling_json_and_plots(tmp_path):
 
 
 def test_published_file_with_the_old_fallback_key_still_reads():
-    module = load_script("bench_scaling")
+    module = load_script("bench_scaling", package="research")
     assert module.fallback_rate({"llm_fallback_rate": 0.25}) == 0.25
     assert module.fallback_rate({"low_confidence_fallback_rate": 0.5, "llm_fallback_rate": 0.25}) == 0.5
     published = json.loads((Path(__file__).resolve().parents[2] / "results" / "bench" / "scaling.json").read_text())
@@ -55,7 +55,7 @@ def test_published_file_with_the_old_fallback_key_still_reads():
 
 
 def test_skipped_section_is_carried_over_from_the_same_mode(tmp_path):
-    module = load_script("bench_scaling")
+    module = load_script("bench_scaling", package="research")
     first = module.main(["--tiny", "--out", str(tmp_path), "--rounds", "3"])
     assert all(len(row["dual_ms_rounds"]) == 3 and row["dual_ms"] in row["dual_ms_rounds"] for row in first["retrieval"])
     second = module.main(["--tiny", "--out", str(tmp_path), "--skip-ncs", "--rounds", "1"])
@@ -68,7 +68,7 @@ def test_skipped_section_is_carried_over_from_the_same_mode(tmp_path):
 def test_community_policies_side_by_side_with_partition_quality(tmp_path):
     """Both community policies per size in one run, each with the maintained partition's modularity next to
     a fresh Leiden run's: a policy that stopped re-partitioning would show up here, not only in its timing."""
-    module = load_script("bench_scaling")
+    module = load_script("bench_scaling", package="research")
     results = module.main(["--tiny", "--skip-retrieval", "--out", str(tmp_path), "--community-local-from", "0", "--community-local-fraction", "0.1",
                            "--community-policies", "configured", "global_only"])
     rows = results["ncs"]

@@ -1,4 +1,4 @@
-"""scripts/bench_theory.py's quick mode runs end to end and its numbers obey what they check."""
+"""research/bench_theory.py's quick mode runs end to end and its numbers obey what they check."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from tests.script_loader import load_script
 
 @pytest.mark.slow
 def test_quick_mode_writes_theory_json_and_plots(tmp_path):
-    module = load_script("bench_theory")
+    module = load_script("bench_theory", package="research")
     module.main(["--quick", "--out", str(tmp_path)])
     results = json.loads((tmp_path / "theory.json").read_text())
     summary = results["coverage"]["summary"]["all"]
@@ -27,7 +27,7 @@ def test_quick_mode_writes_theory_json_and_plots(tmp_path):
 
 
 def test_greedy_coverage_instance_by_hand_budget_one():
-    module = load_script("bench_theory")
+    module = load_script("bench_theory", package="research")
     import random
 
     row = module.coverage_instance(random.Random(3), "slots", n_entities=12, budget=1)

@@ -1,4 +1,4 @@
-"""scripts/bench_throughput.py on the SIMULATED latency server: the judge stage scales with run.workers."""
+"""research/bench_throughput.py on the SIMULATED latency server: the judge stage scales with run.workers."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from tests.script_loader import load_script
 
 
 def test_latency_model_sweep_writes_json_and_png(tmp_path):
-    bench = load_script("bench_throughput")
+    bench = load_script("bench_throughput", package="research")
     entry = bench.main(["--backend", "latency-model", "--workers", "1,4", "--calls-per-worker", "4", "--min-calls", "8",
                         "--fixed-s", "0.05", "--per-token-s", "0.0", "--overhead-calls", "30", "--out", str(tmp_path)])  # fmt: skip
     table = json.loads((tmp_path / "throughput.json").read_text())

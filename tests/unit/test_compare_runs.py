@@ -101,3 +101,24 @@ def test_the_plot_draws_every_other_run_overall_and_per_category(tmp_path):
     with Image.open(tmp_path / "plot" / "rows.png") as image:
         assert image.format == "PNG" and image.size[0] > 0 and image.size[1] > 0
     assert set(result["comparisons"][0]["quality"]["per_category"]) == {"1", "2"}  # the two groups drawn below overall
+
+
+MECHANISMS = {"entities": {"active": 5, "flagged": 1, "superseded": 2, "queued": 3, "rejected": 0, "turns_kept": 5},
+              "conflict_events": {"update": 2, "reject": 0, "flag": 1},
+              "retrieval": {"candidates_scanned": {"mean": 4.5}, "lsh_confident_hits": 5, "llm_routing_fallbacks": 1, "turn_matches": 7},
+              "ncs": {"full_refreshes": 2, "drift_measurements": 1, "max_abs_score_drift": 0.001}, "leiden_reruns": 3}
+
+
+def test_mosaic_runs_get_their_mechanism_counts_under_the_table(tmp_path):
+    """What the removed conversation_rows script reported beside each MOSAIC row: now every comparison shows it."""
+    base = _locomo_run(tmp_path, "rag", [1, 0, 0, 1])
+    other = _locomo_run(tmp_path, "mosaic", [1, 1, 0, 1])
+    metrics = json.loads((other / "metrics.json").read_text())
+    (other / "metrics.json").write_text(json.dumps({**metrics, "system_metrics": {"mechanisms": MECHANISMS}}))
+    out = tmp_path / "cmp.json"
+    result = compare_main([str(base), str(other), "--out", str(out), "--samples", "100"])
+    assert set(result["mechanisms"]) == {str(other)}  # rag records none: no row for it
+    counts = json.loads(out.read_text())["mechanisms"][str(other)]
+    assert counts["turn_matches"] == 7 and counts["entities_superseded"] == 2 and counts["leiden_reruns"] == 3
+    assert f"| {other} | 5 | 1 | 2 |" in out.with_suffix(".md").read_text()
+    assert "mechanisms" not in compare_main([str(base), str(base), "--samples", "100"])  # no MOSAIC run, no section

@@ -1,4 +1,4 @@
-"""scripts/error_analysis.py: each question rag gets right and MOSAIC wrong lands in exactly one class,
+"""research/error_analysis.py: each question rag gets right and MOSAIC wrong lands in exactly one class,
 read from MOSAIC's persisted memory and the two runs' row files (invented data)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from mosaic.store import MemoryStore
-from scripts.error_analysis import main
+from research.error_analysis import main
 
 
 def _entity(entity_id: str, text: str, turns: list[str], status: str = "active", history: list | None = None) -> dict:
@@ -66,7 +66,7 @@ def test_evidence_reach_places_every_question_and_names_the_write_path_causes(tm
     """Each question with evidence lands in one reach class; exact cosine ranking splits the held-not-retrieved ones."""
     import base64
 
-    from scripts.error_analysis import evidence_reach
+    from research.error_analysis import evidence_reach
     from tests.fakes import HashEmbedder
 
     embedder = HashEmbedder(dim=256)

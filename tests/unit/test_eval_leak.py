@@ -2,10 +2,10 @@
 
 An evaluation suite (``"split": "eval"`` under data/conflicts/) may be read by the benchmark at
 run time and by nothing else: its contexts, probes and description must not appear in mosaic/,
-eval/, baselines/, scripts/, conf/, core/ or tests/ (prompts, docstrings, fixtures, unit tables).
+eval/, baselines/, scripts/, research/, conf/, core/ or tests/ (prompts, docstrings, fixtures, unit tables).
 The same holds for HaluMem's evaluation user (data/halumem-pilot/halumem_medium_user3.jsonl, issue 39):
 its persona, dialogues, memory points, questions and answers are read here, inside the test, and never
-printed; the test is skipped only where the file was not fetched (scripts/download_data.py).
+printed; the test is skipped only where the file was not fetched (python -m scripts.download_data).
 Text is compared as lowercase alphanumeric words, so a copy that changes case, punctuation,
 quoting or line breaks is still caught. Failures name file:line only, never the text.
 """
@@ -24,7 +24,7 @@ from eval.benchmarks.conflict_suite import load_suite
 
 REPO = Path(__file__).resolve().parents[2]
 SUITES = REPO / "data" / "conflicts"
-SCANNED = ("mosaic", "eval", "baselines", "scripts", "conf", "core", "tests")
+SCANNED = ("mosaic", "eval", "baselines", "scripts", "research", "conf", "core", "tests")
 HALUMEM_EVAL = "halumem_medium_user3.jsonl"
 RUN = 6  # words
 _WORD = re.compile(r"[a-z0-9]+")
@@ -108,7 +108,7 @@ def test_checker_leaves_dev_suite_text_alone(tmp_path):
 
 # ----------------------------------------------------------------------------- HaluMem's evaluation user
 def halumem_eval_path() -> Path | None:
-    """The evaluation user's file: data/halumem-pilot/ (scripts/download_data.py), else the mirror's copy."""
+    """The evaluation user's file: data/halumem-pilot/ (python -m scripts.download_data), else the mirror's copy."""
     mirror = Path(os.environ.get("LOCOMO_MIRROR") or "/work/shared/data")
     found = [p for p in (REPO / "data" / "halumem-pilot" / HALUMEM_EVAL, mirror / "halumem-pilot" / HALUMEM_EVAL) if p.is_file()]
     return found[0] if found else None
@@ -135,7 +135,7 @@ def halumem_texts(path: Path) -> list[str]:
 def _halumem_forbidden() -> set[tuple[str, ...]]:
     path = halumem_eval_path()
     if path is None:
-        pytest.skip(f"{HALUMEM_EVAL} not fetched (python scripts/download_data.py --mirror DIR)")
+        pytest.skip(f"{HALUMEM_EVAL} not fetched (python -m scripts.download_data --mirror DIR)")
     return {run for text in halumem_texts(path) for run in runs(words(text))}
 
 

@@ -60,7 +60,7 @@ def test_session_times_parse_in_locomo_and_iso_forms(said, parsed):
     [("a few days ago", "2023-05-05"), ("couple of weeks ago", "week of 2023-04-24"), ("several years ago", "2020"),
      ("twelve days ago", "2023-04-26"), ("in a few days", "2023-05-11")],
 )
-def test_count_words_come_from_mosaic_values(phrase, iso):
+def test_count_words_come_from_core_quantities(phrase, iso):
     resolved = resolve_time(phrase, SESSION)
     assert resolved is not None and resolved.iso == iso
 

@@ -1,4 +1,4 @@
-"""scripts/ingest_cost: the measured cost per ingested turn of a run, from the benchmark's per-session rows and
+"""research/ingest_cost: the measured cost per ingested turn of a run, from the benchmark's per-session rows and
 the per-turn log a slow system keeps (core/turn_costs.py), also for a run stopped inside its first session."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 
 from core.api import LLMUsage
 from core.turn_costs import TurnCosts
-from scripts.ingest_cost import ingest_cost, main
+from research.ingest_cost import ingest_cost, main
 
 
 def test_a_run_stopped_in_its_first_session_reports_the_turns_its_system_logged(tmp_path, capsys):

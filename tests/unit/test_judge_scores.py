@@ -1,4 +1,4 @@
-"""scripts/judge_scores.py: NLI answers found in a cache archive by their shape, scored as the detector scores them."""
+"""research/judge_scores.py: NLI answers found in a cache archive by their shape, scored as the detector scores them."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from scripts.judge_scores import judged_checks, main
+from research.judge_scores import judged_checks, main
 
 
 def _position(token: str, probs: dict[str, float]) -> dict:
@@ -53,7 +53,7 @@ def test_a_missing_archive_names_the_export_command(tmp_path):
 def test_the_threshold_defaults_to_the_detectors_own(tmp_path):
     from omegaconf import OmegaConf
 
-    from scripts.judge_scores import MOSAIC_CONF
+    from research.judge_scores import MOSAIC_CONF
 
     archive = tmp_path / "cache.jsonl.gz"
     with gzip.open(archive, "wt", encoding="utf-8") as out:

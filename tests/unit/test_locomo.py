@@ -430,7 +430,7 @@ REAL_FILE = next(
 )
 
 
-@pytest.mark.skipif(REAL_FILE is None, reason="data/locomo10.json absent (python scripts/download_data.py)")
+@pytest.mark.skipif(REAL_FILE is None, reason="data/locomo10.json absent (python -m scripts.download_data)")
 def test_real_file_loads_with_known_counts():
     convs = load_locomo(REAL_FILE)
     assert len(convs) == 10 and sum(len(c.questions) for c in convs) == 1986
@@ -495,7 +495,7 @@ class DyingIngestRag(CountingRag):
 
 
 def test_a_run_killed_in_its_ingest_still_says_what_each_finished_session_cost(tmp_path):
-    from scripts.ingest_cost import ingest_cost, markdown
+    from research.ingest_cost import ingest_cost, markdown
 
     data = write(tmp_path, tiny_locomo())
     bench = LoCoMoBenchmark(path=str(data), top_k=2, bootstrap_samples=200)

@@ -44,7 +44,7 @@ def test_errata_match_on_indices_not_text(tmp_path):
 
 
 def test_bad_errata_files_name_the_fix(tmp_path):
-    with pytest.raises(AuditFormatError, match="download_data.py"):
+    with pytest.raises(AuditFormatError, match=r"python -m scripts\.download_data"):
         load_errata(tmp_path / "missing.json")
     with pytest.raises(AuditFormatError, match=r"entry \[0\]: needs question_id"):
         load_errata(write(tmp_path, [{"question_id": "q7", "error_type": "HALLUCINATION"}], "bad.json"))
@@ -69,7 +69,7 @@ def test_run_reports_both_gold_columns_and_the_headline_choice(tmp_path):
     assert table.loc["rag", "audited: excluded n"] == 2 and table.loc["rag", "overall J audited (score-changing gold errors excluded)"]
     with pytest.raises(ValueError, match="benchmark.gold"):
         LoCoMoBenchmark(path=str(data), gold="fixed")
-    with pytest.raises(FileNotFoundError, match="download_data.py"):
+    with pytest.raises(FileNotFoundError, match=r"python -m scripts\.download_data"):
         LoCoMoBenchmark(path=str(data), gold="audited_excluded", audit_errata=str(tmp_path / "none.json")).run(make_system(tmp_path), make_ctx(tmp_path / "x", scripted_llm()))
 
 
@@ -87,7 +87,7 @@ def test_tables_rebuild_gold_columns_from_a_finished_runs_rows(tmp_path, monkeyp
     assert row["audited: excluded n"] == 2 and row["headline gold"] == "original" and "(default)" in row["judge (prompt)"]
 
 
-@pytest.mark.skipif(AUDIT_DIR is None, reason="locomo-audit files absent (python scripts/download_data.py)")
+@pytest.mark.skipif(AUDIT_DIR is None, reason="locomo-audit files absent (python -m scripts.download_data)")
 def test_real_errata_counts():
     errata = load_errata(AUDIT_DIR / "errors.json")
     assert len(errata) == 156 and len(score_changing_positions(errata)) == 99

@@ -231,7 +231,7 @@ def test_retrieval_probe_reports_each_variant_against_the_runs_settings(tmp_path
 
     from omegaconf import OmegaConf
 
-    from scripts.retrieval_probe import probe, to_markdown
+    from research.retrieval_probe import probe, to_markdown
     from tests.hydra_config import compose_config
 
     run = tmp_path / "run"

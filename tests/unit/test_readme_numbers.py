@@ -75,7 +75,20 @@ def test_readme_quotes_the_published_hypertension_run_not_the_one_before_the_lea
 
 
 def test_readme_is_a_front_door():
-    assert len(README.read_text(encoding="utf-8").splitlines()) <= 160
+    assert len(README.read_text(encoding="utf-8").splitlines()) <= 150
+
+
+PYTHON_COMMAND = re.compile(r"python3? (?!-[mc]\s)(?!run\.py\b)(\S+)")
+
+
+def test_python_commands_have_one_form():
+    """Issue 42: the README and docs/ name every Python command as ``python -m <package>.<name>`` (run.py, the Hydra
+    entry point, as ``python run.py``); results_history.md keeps the commands of removed scripts as they were run."""
+    assert PYTHON_COMMAND.findall("python -m scripts.make_tables; python run.py x; python scripts/make_tables.py") == ["scripts/make_tables.py"]
+    docs = [README, *sorted((REPO / "docs").glob("*.md"))]
+    other = {str(path.relative_to(REPO)): found for path in docs if path.name != "results_history.md"
+             if (found := PYTHON_COMMAND.findall(path.read_text(encoding="utf-8")))}
+    assert other == {}, f"commands not in the python -m form: {other}"
 
 
 def test_make_tables_rewrites_readme_sections_from_the_tables_folder(tmp_path):

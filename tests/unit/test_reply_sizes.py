@@ -1,4 +1,4 @@
-"""scripts/reply_sizes.py: the numbers behind the output guards' values, read from a cache archive."""
+"""research/reply_sizes.py: the numbers behind the output guards' values, read from a cache archive."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import gzip
 import json
 from pathlib import Path
 
-from scripts.reply_sizes import reply_sizes
+from research.reply_sizes import reply_sizes
 
 
 def _completion(content: str, finish: str, tokens: int) -> dict:

@@ -1,4 +1,4 @@
-"""scripts/tool_call_audit: well-formed and malformed tool calls, steps per agent message, loops, from the layer's log."""
+"""research/tool_call_audit: well-formed and malformed tool calls, steps per agent message, loops, from the layer's log."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from scripts.tool_call_audit import audit, main
+from research.tool_call_audit import audit, main
 
 
 def _entry(turn: str, tool: str | None, arguments: dict | None = None, heartbeats: int = 0) -> dict:

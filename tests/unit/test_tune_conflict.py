@@ -1,4 +1,4 @@
-"""scripts/tune_conflict.py: the threshold-free separability of the LLM's score (ROC AUC), and the
+"""research/tune_conflict.py: the threshold-free separability of the LLM's score (ROC AUC), and the
 gate that keeps evaluation suites out of calibration (by split field and by content)."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from tests.script_loader import load_script
 
 @pytest.fixture(scope="module")
 def tune():
-    return load_script("tune_conflict")
+    return load_script("tune_conflict", package="research")
 
 
 def _row(conflict: bool, score: float | None, decided_by: str | None = "llm") -> dict:
@@ -73,3 +73,17 @@ def test_every_shipped_eval_suite_has_its_fingerprint_listed():
             assert EVAL_SUITE_FINGERPRINTS.get(suite.name) == suite.fingerprint, path.name
         else:
             assert suite.fingerprint not in EVAL_SUITE_FINGERPRINTS.values(), path.name
+
+
+def test_detector_llm_and_caches_come_from_conf(tune, monkeypatch, tmp_path):
+    """The tool bypassed conf/ (its own model name, context size and .cache paths); now it composes conf/ as
+    run.py does: conf's conflict section (with overrides), the sweep's fixed settings on top, caches in cache_dir."""
+    monkeypatch.setenv("MOSAIC_CACHE_DIR", str(tmp_path / "cache"))
+    cfg = tune.compose_config(["system.conflict.n_facts=3"])
+    settings = tune.detector_settings(cfg, "pick")
+    assert settings["n_facts"] == 3 and settings["k"] == cfg.system.conflict.k and settings["mode"] == "pick"
+    assert settings["threshold"] == 0.0 and settings["explain"] is False  # every check scored, whatever conf's threshold
+    assert cfg.system.conflict.threshold != 0.0
+    assert cfg.llm.cache_path == str(tmp_path / "cache" / "llm_cache.sqlite")
+    assert cfg.embedder.cache_path == str(tmp_path / "cache" / "embed_cache.sqlite")
+    assert "_target_" not in settings and "_partial_" not in settings

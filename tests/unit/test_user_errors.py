@@ -88,7 +88,7 @@ def test_config_errors_are_one_line_exit_2_before_any_run_folder(workspace, over
 def test_a_missing_benchmark_file_is_one_line(workspace):
     missing = workspace["tmp"] / "nowhere.json"
     done = run_py(workspace, ["benchmark=locomo", f"benchmark.path={missing}"])
-    assert_one_line_exit_2(done, workspace["results"], str(missing), "not found", "download_data.py")
+    assert_one_line_exit_2(done, workspace["results"], str(missing), "not found", "python -m scripts.download_data")
 
 
 def test_a_locomo_format_error_names_file_and_field(workspace):

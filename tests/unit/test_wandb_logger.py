@@ -54,7 +54,7 @@ def history(records: list[Any]) -> list[dict[str, Any]]:
     return rows
 
 
-@pytest.mark.skipif(not LOCOMO.is_file(), reason="data/locomo10.json missing (python scripts/download_data.py)")
+@pytest.mark.skipif(not LOCOMO.is_file(), reason="data/locomo10.json missing (python -m scripts.download_data)")
 def test_offline_sweep_run_has_group_job_type_progress_and_tables(tmp_path):
     cmd = [
         sys.executable, "run.py", "-m", "experiment=locomo", "system=rag", "logger=wandb_offline",

@@ -82,7 +82,7 @@ def _lines(path: Path) -> list[dict]:
     return [json.loads(line) for line in raw.splitlines()]
 
 
-needs_locomo = pytest.mark.skipif(not LOCOMO.is_file(), reason="data/locomo10.json missing (python scripts/download_data.py)")
+needs_locomo = pytest.mark.skipif(not LOCOMO.is_file(), reason="data/locomo10.json missing (python -m scripts.download_data)")
 
 
 @needs_locomo

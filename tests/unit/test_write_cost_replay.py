@@ -1,4 +1,4 @@
-"""scripts/write_cost_replay: per-turn costs from a persisted cost log, and the two replay bounds."""
+"""research/write_cost_replay: per-turn costs from a persisted cost log, and the two replay bounds."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 
 import numpy as np
 
-from scripts.write_cost_replay import replay
+from research.write_cost_replay import replay
 
 
 def _usage(extraction: int, conflict: int) -> dict:

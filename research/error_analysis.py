@@ -1,6 +1,6 @@
 """Why MOSAIC misses what rag answers: a question-by-question error analysis of two LoCoMo runs.
 
-    python -m scripts.error_analysis <mosaic run folder> <rag run folder> [--examples 3] [--out DIR]
+    python -m research.error_analysis <mosaic run folder> <rag run folder> [--examples 3] [--out DIR]
 
 Both folders are finished LoCoMo runs (predictions.jsonl, judgements.jsonl) over the same
 questions; the MOSAIC one also holds MOSAIC's persisted memory under system/mosaic/. Every question

@@ -21,7 +21,7 @@ Everything is synthetic and seeded; no LLM and no embedder are needed.
   exact search); ``low_confidence_fallback_rate`` is the share of queries where LSH was unsure, which
   in MOSAIC would have called the LLM (files written before the rename call it ``llm_fallback_rate``).
 
-Usage: ``python scripts/bench_scaling.py [--tiny|--small|--large] [--out results/bench]``
+Usage: ``python -m research.bench_scaling [--tiny|--small|--large] [--out results/bench]``
 """
 
 from __future__ import annotations
@@ -46,13 +46,10 @@ import faiss
 import networkx as nx
 import numpy as np
 
-# this checkout's code, not whichever checkout the virtualenv's editable install points at (a worktree)
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from eval.provenance import code_version  # noqa: E402 (after the thread settings above)
-from mosaic.communities import Communities, weighted_igraph  # noqa: E402
-from mosaic.retrieval import Retriever  # noqa: E402
-from mosaic.scoring import NodeScorer  # noqa: E402
+from eval.provenance import code_version
+from mosaic.communities import Communities, weighted_igraph
+from mosaic.retrieval import Retriever
+from mosaic.scoring import NodeScorer
 
 DIM = 384
 SIZES = {

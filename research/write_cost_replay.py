@@ -1,6 +1,6 @@
 """What MOSAIC's write path spent per turn, and what two cheaper write paths could save at most.
 
-    python -m scripts.write_cost_replay <MOSAIC run folder> [--radii 0.3 0.4 0.5 0.6] [--out FILE]
+    python -m research.write_cost_replay <MOSAIC run folder> [--radii 0.3 0.4 0.5 0.6] [--out FILE]
 
 Reads the persisted memory of a finished MOSAIC run (``system/mosaic/*.json``: the per-turn cost
 log and the entity vectors) and makes no LLM call. It reports:
@@ -13,7 +13,7 @@ log and the entity vectors) and makes no LLM call. It reports:
   The replay takes every earlier entity as held (superseded and flagged ones included), so the
   nearest cosine is an upper bound and the skipped share a lower bound of what a run would skip;
 - **same-slot share**: entities with an earlier entity of the same subject and attribute
-  (``mosaic.values.same_slot``): what judging only like-with-like pairs would still send to the LLM
+  (``core.quantities.same_slot``): what judging only like-with-like pairs would still send to the LLM
   (logical clashes across slots would then go unjudged).
 
 Both are bounds from a replay, not measurements: a run with the switch set is the measurement.
@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from core.quantities import same_slot
-from scripts.error_analysis import load_memory
+from research.error_analysis import load_memory
 
 PURPOSES = ("extraction", "conflict", "belief")
 
@@ -105,7 +105,7 @@ def replay(run: Path, radii: list[float]) -> dict[str, Any]:
         },
         "judge_radius_bound": {str(r): round(float((near < r).mean()), 3) if near.size else None for r in radii},
         "same_slot_share": round(with_slot_peer / near.size, 3) if near.size else None,
-        "note": "replay of a persisted memory, no LLM call: bounds, not measurements (scripts/write_cost_replay.py)",
+        "note": "replay of a persisted memory, no LLM call: bounds, not measurements (research/write_cost_replay.py)",
     }
 
 

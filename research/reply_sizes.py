@@ -1,6 +1,6 @@
 """How long the structured replies in a cache archive are: where a system's output guard values come from.
 
-    python -m scripts.reply_sizes results/caches/locomo_quickstart_zep.jsonl.gz
+    python -m research.reply_sizes results/caches/locomo_quickstart_zep.jsonl.gz
 
 For each kind of structured reply (named by its top-level JSON keys) it prints how many were good and how many were
 cut off at max_tokens (finish_reason length), the largest completion_tokens of a good one, and the longest list
@@ -13,15 +13,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from core.llm.schema_caps import longest_list  # noqa: E402
-from scripts.cache_archive import archive_entries  # noqa: E402
+from core.llm.schema_caps import longest_list
+from core.llm.cache_archive import archive_entries
 
 
 def _kind(content: str) -> tuple[str, Any]:

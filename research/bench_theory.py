@@ -17,7 +17,7 @@
    Cost per update (ms, pushes) against |V| at fixed depth; and, for contrast, the cascade depth
    on the association graph G_A, which has cycles and no L.
 
-Usage: ``python scripts/bench_theory.py [--quick] [--out results/bench]`` (writes theory.json and two PNGs).
+Usage: ``python -m research.bench_theory [--quick] [--out results/bench]`` (writes theory.json and two PNGs).
 """
 
 from __future__ import annotations
@@ -37,12 +37,11 @@ from types import SimpleNamespace
 import networkx as nx
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from mosaic.clarify import coverage, entity_weight, greedy_targets, settled_by  # noqa: E402
-from mosaic.entity import Entity  # noqa: E402
-from mosaic.gate import ClarificationItem, entropy  # noqa: E402
-from mosaic.scoring import NodeScorer  # noqa: E402
+from mosaic.clarify import coverage, entity_weight, greedy_targets, settled_by
+from mosaic.entity import Entity
+from mosaic.gate import ClarificationItem, entropy
+from mosaic.scoring import NodeScorer
 
 BOUND = 1 - 1 / math.e
 WORDS = ["dog", "cat", "car", "job", "home", "city"]

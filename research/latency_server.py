@@ -6,8 +6,8 @@ with a ``label`` of ``CORRECT``). At most ``max_in_flight`` requests are served 
 limit); the rest queue. Per-token time does not grow with the batch, which a real GPU's does a
 little: this measures the harness (its overhead and how it scales), not a GPU.
 
-Tests and scripts/bench_throughput.py start it in-process with ``LatencyServer(...).start()``;
-``python scripts/latency_server.py --port 8011`` serves it standalone (e.g. for run.py with
+Tests and research/bench_throughput.py start it in-process with ``LatencyServer(...).start()``;
+``python -m research.latency_server --port 8011`` serves it standalone (e.g. for run.py with
 ``llm=openai_compat llm.base_url=http://127.0.0.1:8011 llm.model=latency-model llm.api_key_env=null``).
 """
 

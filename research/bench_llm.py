@@ -15,8 +15,8 @@ llama.cpp server (``--model <name or .gguf>``) and any running server (``--base-
 No response cache is used. Results go to ``<out>/llm_throughput.json`` (one entry per backend,
 so runs for several backends accumulate side by side).
 
-Usage: ``python scripts/bench_llm.py --model qwen2.5-coder-1.5b-instruct-q4_k_m`` or
-``python scripts/bench_llm.py --base-url http://gpu-box:8000/v1 --served-model <id>``
+Usage: ``python -m research.bench_llm --model qwen2.5-coder-1.5b-instruct-q4_k_m`` or
+``python -m research.bench_llm --base-url http://gpu-box:8000/v1 --served-model <id>``
 """
 
 from __future__ import annotations

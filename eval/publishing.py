@@ -1,23 +1,22 @@
-"""What the row scripts share (compare_write_cost, conversation_rows): run one configuration through
-run.py, name its folder briefly, and publish a finished one, or an unfinished one with its measured cost.
+"""Publishing a run folder: copy a finished run (or a stopped one with its measured ingest cost) under
+results/published/, where scripts/make_tables.py and the notebook read.
 
-    python -m scripts.run_rows <run folder>               # publish a finished run
-    python -m scripts.run_rows <run folder> --unfinished  # publish a stopped run and what its ingest cost
-
-Why a module of its own: both scripts drive run.py the same way; one copy of that code keeps their rows
-comparable, and publishing (copying a finished run folder under results/published/runs/, where
-scripts/make_tables.py and the notebook read) is one checked step instead of a hand-typed ``cp -r``.
+Why a module of its own: publishing is one checked step (clean provenance, no overwrite of other metrics)
+instead of a hand-typed ``cp -r``, and the tables and the ``scripts.publish`` command share its
+provenance check. The command is ``python -m scripts.publish <run folder> [--unfinished]``.
 """
 
 from __future__ import annotations
 
-import argparse
 import filecmp
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
+from typing import Any
+
+from eval.ingest_cost import ingest_cost
+from eval.provenance import same_code
+from eval.runner import read_metrics
 
 ROOT = Path(__file__).resolve().parents[1]
 PUBLISHED_RUNS = ROOT / "results" / "published" / "runs"
@@ -27,23 +26,22 @@ RUN_PATH_PARTS = 4
 RUN_FOLDER_SCRATCH = shutil.ignore_patterns(".lock", ".lock.json", "*.tmp")  # a run's lock and half-written files: never published
 
 
-def run_folder(overrides: list[str]) -> Path:
-    """Run (or read back) one configuration with run.py; its run folder (the last line run.py prints)."""
-    from eval.runner import FAILURES_EXIT
-
-    command = [sys.executable, str(ROOT / "run.py"), *overrides]
-    print("$ " + " ".join(command[1:]), flush=True)
-    done = subprocess.run(command, cwd=ROOT, stdout=subprocess.PIPE, text=True)
-    lines = [line for line in done.stdout.splitlines() if line.strip()]
-    # FAILURES_EXIT: finished, with failed rows or ingest writes that metrics.json counts and tables show
-    if done.returncode not in (0, FAILURES_EXIT) or not lines or not lines[-1].endswith("metrics.json"):
-        raise SystemExit(f"run.py {' '.join(overrides)} failed (exit {done.returncode}); rerun it alone to see why")
-    return (ROOT / lines[-1]).parent
-
-
-def relative_to_checkout(path: Path) -> Path:
-    """The run folder relative to the checkout when it lies inside it (shorter table rows)."""
-    return path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+def provenance_flags(metrics: dict[str, Any]) -> list[str]:
+    """Why a run is not a clean published result: dirty tree, code changed between start and end, or unknown."""
+    meta = metrics.get("metadata", {})
+    end, start = str(meta.get("git_sha", "unknown")), meta.get("git_sha_start")
+    flags = []
+    if start is None:
+        flags.append("start code not recorded (run predates provenance)")
+    elif str(start).endswith("-dirty"):
+        flags.append(f"started from a dirty tree ({start})")
+    if end.endswith("-dirty"):
+        flags.append(f"ended on a dirty tree ({end})")
+    if start is not None and (meta.get("code_changed_during_run") or str(start) != end):
+        flags.append(f"code changed during the run ({start} -> {end})")
+    if end == "unknown":
+        flags.append("no git sha")
+    return flags
 
 
 def publish(run: Path, published_runs: Path | None = None) -> Path:
@@ -52,9 +50,6 @@ def publish(run: Path, published_runs: Path | None = None) -> Path:
     Refuses a folder without metrics.json (unfinished) and one whose metrics.json records a dirty tree or a
     code change during the run (published rows come from one committed sha). A folder published already is
     left as it is when its metrics.json is the same file, and refused when it differs."""
-    from eval.runner import read_metrics
-    from scripts.make_tables import provenance_flags
-
     run = ROOT / run if not run.is_absolute() else run
     metrics_file = run / "metrics.json"
     if not metrics_file.is_file():
@@ -73,18 +68,15 @@ def publish(run: Path, published_runs: Path | None = None) -> Path:
 
 def publish_unfinished(run: Path, unfinished_runs: Path | None = None) -> Path:
     """Copy a run stopped before its end to ``<unfinished_runs>/<benchmark>/<system>/<ablation>/<hash>``, with
-    ``ingest_cost.json`` (scripts/ingest_cost) beside its rows; its new path.
+    ``ingest_cost.json`` (eval/ingest_cost.py) beside its rows; its new path.
 
     Why: a slice can cost more than the machine's time here (Zep, MemGPT take minutes per turn), and what
     finished, with its measured cost per turn, is then the result. Refused for a finished run (publish() it),
     for a run started from a dirty tree and for one resumed on other code (provenance.json). A folder
     published unfinished before is replaced: the newer copy holds everything the older one did, and more."""
-    from eval.provenance import same_code
-    from scripts.ingest_cost import ingest_cost
-
     run = ROOT / run if not run.is_absolute() else run
     if (run / "metrics.json").is_file():
-        raise SystemExit(f"{run} is finished: publish it as a run (python -m scripts.run_rows {run})")
+        raise SystemExit(f"{run} is finished: publish it as a run (python -m scripts.publish {run})")
     record_file = run / "provenance.json"
     if not record_file.is_file():
         raise SystemExit(f"{run}: no provenance.json, so no record of the code it ran; not a run folder of run.py?")
@@ -101,18 +93,3 @@ def publish_unfinished(run: Path, unfinished_runs: Path | None = None) -> Path:
     shutil.copytree(run, target, ignore=RUN_FOLDER_SCRATCH)
     (target / "ingest_cost.json").write_text(json.dumps(cost, indent=2, default=str) + "\n", encoding="utf-8")
     return target
-
-
-def main(argv: list[str] | None = None) -> Path:
-    parser = argparse.ArgumentParser(description="publish a run folder under results/published/")
-    parser.add_argument("run_dir", type=Path)
-    parser.add_argument("--unfinished", action="store_true", help="a run stopped before its end: publish what finished and its measured ingest cost")
-    args = parser.parse_args(argv)
-    target = publish_unfinished(args.run_dir) if args.unfinished else publish(args.run_dir)
-    print(relative_to_checkout(target))
-    return target
-
-
-if __name__ == "__main__":
-    sys.path.insert(0, str(ROOT))
-    main()

@@ -1,6 +1,6 @@
 """Evidence recall of MOSAIC's read path under retrieval variants, from a finished run's memory, with no LLM.
 
-    python -m scripts.retrieval_probe <mosaic run folder> [--variant NAME KEY=VALUE ...]... [--out FILE]
+    python -m research.retrieval_probe <mosaic run folder> [--variant NAME KEY=VALUE ...]... [--out FILE]
 
 e.g. ``--variant turn_matching retrieval.match_source_turns=true --variant exact retrieval.mode=exact``.
 
@@ -35,7 +35,7 @@ from eval.compare import paired_difference
 from eval.metrics import evidence_recall
 from eval.provenance import code_label, code_version
 from eval.runner import build_system, read_metrics
-from scripts.error_analysis import run_embedder, rows_by_key
+from research.error_analysis import run_embedder, rows_by_key
 
 
 def probe(run: Path, variants: dict[str, list[str]], embedder: Any = None, namespace_prefix: str = "locomo:") -> dict[str, Any]:

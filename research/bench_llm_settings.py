@@ -16,7 +16,7 @@ A setting is ``NAME=OVERRIDES`` with space-separated Hydra overrides of ``llm.``
 "slots6=llm.parallel=6"``) and ``env:KEY=VALUE`` items for the process environment (``env:PYTHONPATH=DIR``
 puts another build of xllamacpp first). The first setting is the reference of the ratios.
 
-    python -m scripts.bench_llm_settings quickstart --rounds 2 --setting "base=" --setting "new=llm.parallel=6"
+    python -m research.bench_llm_settings quickstart --rounds 2 --setting "base=" --setting "new=llm.parallel=6"
 
 Results: ``results/bench/llm_settings_<mode>.json`` and ``.md`` (rows per setting and round, medians, ratios).
 """
@@ -135,7 +135,7 @@ def run_extraction(setting: Setting, work: Path, python: str, turns: int) -> dic
     """MOSAIC's extraction call on ``turns`` dev turns in a fresh server process under ``setting``."""
     env = {**os.environ, **setting.env}
     out = work / "extraction.json"
-    command = [python, "-m", "scripts.bench_llm_settings", "_extraction_worker", "--turns", str(turns), "--out", str(out), *setting.overrides]
+    command = [python, "-m", "research.bench_llm_settings", "_extraction_worker", "--turns", str(turns), "--out", str(out), *setting.overrides]
     done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, check=False)
     (work / "run.log").write_text(done.stdout + done.stderr)
     if done.returncode != 0:
@@ -249,7 +249,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     summary = summarise(args.mode, settings, rows)
     result = {"mode": args.mode, "summary": summary, "rows": [{k: v for k, v in r.items() if k != "replies"} for r in rows],
               "cpus": os.cpu_count(), "python": platform.python_version(), "note": args.note,
-              "command": " ".join(["python -m scripts.bench_llm_settings", *map(shlex.quote, argv)]),
+              "command": " ".join(["python -m research.bench_llm_settings", *map(shlex.quote, argv)]),
               "when": time.strftime("%Y-%m-%dT%H:%M:%S")}  # fmt: skip
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / f"llm_settings_{args.mode}.json").write_text(json.dumps(result, indent=2))

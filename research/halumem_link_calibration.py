@@ -1,7 +1,7 @@
 """How HaluMem's update points relate to what came before them: the basis of the update-link threshold.
 
-    python scripts/halumem_link_calibration.py                      # development user 0
-    python scripts/halumem_link_calibration.py --threshold 0.8 --show 12
+    python -m research.halumem_link_calibration                      # development user 0
+    python -m research.halumem_link_calibration --threshold 0.8 --show 12
 
 For every update point (``is_update`` with ``original_memories``) of a HaluMem file, each original memory is
 compared with every earlier non-interference gold point of its user (MiniLM cosine, the harness's embedder):

@@ -5,8 +5,13 @@ detector alone); every probe is checked against it. Per-case scores are written 
 ``results/conflict_dev/<suite>__<tag>.jsonl`` and a threshold sweep (detection and false alarms
 per threshold) to ``..._sweep.json``. LLM responses are cached, so re-sweeping is free.
 
-    PYTHONPATH=. flock /tmp/mosaic-llm.lock .venv/bin/python scripts/tune_conflict.py \
-        --suite data/conflicts/household_finance.json --tag default
+The LLM, the embedder and the detector's settings come from conf/ exactly as ``run.py system=mosaic``
+composes them (conf/llm/, conf/embedder/, conf/system/mosaic.yaml ``conflict``, caches under ``cache_dir``);
+trailing Hydra overrides change them, e.g. ``system.conflict.n_facts=5`` or ``llm.model=<name>``. The sweep
+itself always scores every check: the threshold is set to 0 and the "why?" call is off.
+
+    flock /tmp/mosaic-llm.lock .venv/bin/python -m research.tune_conflict \
+        --suite data/conflicts/household_finance.json --tag default [system.conflict.n_facts=5 ...]
 """
 
 from __future__ import annotations
@@ -16,15 +21,25 @@ import json
 import time
 from pathlib import Path
 
+from typing import Any
+
 import numpy as np
+from hydra import compose, initialize_config_dir
+from hydra.core.hydra_config import HydraConfig
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf, open_dict
 from sklearn.metrics import roc_auc_score
 
+from core.embed import SentenceEmbedder
+from core.llm import LocalLLM
 from eval.benchmarks.conflict_suite import EvaluationSuiteError, Suite, load_suite, require_dev_suite
 from mosaic.conflict import ConflictDetector
-from core.embed import SentenceEmbedder
 from mosaic.entity import Entity
 from mosaic.graph import MemoryGraph
-from core.llm import LocalLLM
+
+REPO = Path(__file__).resolve().parents[1]
+# What the sweep needs of the detector whatever conf/ says: every check scored, no explanation call.
+SWEEP_SETTINGS = {"threshold": 0.0, "explain": False}
 
 
 def graph_from_context(suite: Suite, context_id: str, embedder: SentenceEmbedder) -> MemoryGraph:
@@ -49,26 +64,47 @@ def load_dev_suite(path: str) -> Suite:
         raise SystemExit(str(err)) from err
 
 
-def main() -> None:
+def compose_config(overrides: list[str]) -> DictConfig:
+    """conf/config.yaml with MOSAIC as the system (as ``run.py system=mosaic``) and ``overrides`` on top.
+
+    Hydra's runtime settings are registered as ``run.py`` has them, so ``cache_dir``'s default (the
+    directory the command is started from, ``.cache``) resolves the same way."""
+    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
+        cfg = compose("config", overrides=["system=mosaic", *overrides], return_hydra_config=True)
+    HydraConfig.instance().set_config(cfg)
+    with open_dict(cfg):
+        del cfg["hydra"]
+    return cfg
+
+
+def detector_settings(cfg: DictConfig, mode: str) -> dict[str, Any]:
+    """The detector's keyword arguments: conf's ``system.conflict`` section, the judgement ``mode`` and SWEEP_SETTINGS."""
+    section = OmegaConf.to_container(cfg.system.conflict, resolve=True)
+    assert isinstance(section, dict)
+    settings = {key: value for key, value in section.items() if not str(key).startswith("_")}
+    return {**settings, "mode": mode, **SWEEP_SETTINGS}
+
+
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--suite", required=True)
     parser.add_argument("--tag", default="default")
-    parser.add_argument("--model", default="qwen2.5-coder-1.5b-instruct-q4_k_m")
-    parser.add_argument("--set", nargs="*", default=[], help="detector knobs, e.g. n_facts=5 min_similarity=0.3")
     parser.add_argument("--modes", nargs="+", default=["nli"], help="LLM judgement modes to run in one go (nli, pick)")
     parser.add_argument("--out", default="results/conflict_dev")
     parser.add_argument("--max-false-alarm", type=float, default=0.10)
-    args = parser.parse_args()
-    knobs = {k: json.loads(v) for k, v in (kv.split("=", 1) for kv in args.set)}
+    parser.add_argument("overrides", nargs="*", help="Hydra overrides of conf/, e.g. system.conflict.n_facts=5 llm.model=<name>")
+    args = parser.parse_args(argv)
+    cfg = compose_config(args.overrides)
+    knobs = {o.split("=", 1)[0]: o.split("=", 1)[1] for o in args.overrides if "=" in o}
     suite = load_dev_suite(args.suite)
-    embedder = SentenceEmbedder(cache_path=".cache/embed_cache.sqlite")
-    llm = LocalLLM(model=args.model, cache_path=".cache/llm_cache.sqlite", context_tokens=4096)
+    embedder = instantiate(cfg.embedder)
+    llm = instantiate(cfg.llm)
     graphs = {ctx: graph_from_context(suite, ctx, embedder) for ctx in suite.contexts}
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     candidates = []
     for mode in args.modes:
-        detector = ConflictDetector(llm, **{"explain": False, "threshold": 0.0, "mode": mode, **knobs})
+        detector = ConflictDetector(llm, **detector_settings(cfg, mode))
         for row in run_one(suite, graphs, detector, llm, out, f"{args.tag}_{mode}", knobs):
             candidates.append({"mode": mode, **row})
     # Pre-declared selection rule (dev only): highest strict detection with false alarms <= max_false_alarm;

@@ -1,6 +1,6 @@
 """How the tool calls of a run went, from the tool-call layer's request log, finished run or not.
 
-    python -m scripts.tool_call_audit <run folder> [--out audit.json]
+    python -m research.tool_call_audit <run folder> [--out audit.json]
 
 Why: MemGPT's issue asks how often a small model's tool calls are well-formed and how often they are
 sensible, and a MemGPT run here can be stopped long before its metrics are written. The tool-call layer

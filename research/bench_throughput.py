@@ -4,7 +4,7 @@ The stage is the harness's real code path: ``eval.workers.Stage`` with N threads
 ``eval.judge.LLMJudge.judge`` through the OpenAI-compatible client (no response cache) on the
 predictions of a published LoCoMo run, exactly as ``LoCoMoBenchmark._score`` does. Two backends:
 
-* ``--backend latency-model``: scripts/latency_server.py, a SIMULATION of a GPU server (fixed time
+* ``--backend latency-model``: research/latency_server.py, a SIMULATION of a GPU server (fixed time
   per request + time per token, at most ``--max-in-flight`` requests at once). Its service time
   is known, so the harness's overhead per call is measured: wall time per call at N=1 minus the
   simulated service time. Speedup at N is requests/s at N over requests/s at N=1.
@@ -13,8 +13,8 @@ predictions of a published LoCoMo run, exactly as ``LoCoMoBenchmark._score`` doe
 
 Writes ``<out>/throughput.json`` (one entry per backend) and ``<out>/throughput.png``.
 
-Usage: ``python scripts/bench_throughput.py --backend latency-model`` or
-``python scripts/bench_throughput.py --backend local --model qwen2.5-coder-0.5b-instruct --workers 1,2,4 --calls 4``
+Usage: ``python -m research.bench_throughput --backend latency-model`` or
+``python -m research.bench_throughput --backend local --model qwen2.5-coder-0.5b-instruct --workers 1,2,4 --calls 4``
 """
 
 from __future__ import annotations
@@ -28,13 +28,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from core.llm import LocalLLM, OpenAICompatClient  # noqa: E402
-from eval.judge import LLMJudge, build_judge  # noqa: E402
-from eval.rows import read_rows  # noqa: E402
-from eval.workers import Stage  # noqa: E402
-from scripts.latency_server import LatencyModel, LatencyServer  # noqa: E402
+from core.llm import LocalLLM, OpenAICompatClient
+from eval.judge import LLMJudge, build_judge
+from eval.rows import read_rows
+from eval.workers import Stage
+from research.latency_server import LatencyModel, LatencyServer
 
 DEFAULT_PREDICTIONS = "results/published/runs/locomo/rag/none/26cb1a02f252/predictions.jsonl"
 
@@ -132,7 +131,7 @@ def run_latency_model(args: argparse.Namespace, items: list[dict[str, Any]], wor
     wall_minus_service_ms = (first["wall_s"] / first["calls"] - service_mean) * 1000 * first["workers"]
     zero = zero_latency_overhead(items, args.overhead_calls)
     return {
-        "backend": "latency-model (SIMULATION, scripts/latency_server.py)",
+        "backend": "latency-model (SIMULATION, research/latency_server.py)",
         "simulation": True,
         "latency_model": model.__dict__,
         "simulated_service_s_mean": round(service_mean, 5),
@@ -216,7 +215,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     entry = (run_latency_model if args.backend == "latency-model" else run_local)(args, items, workers)
     entry.update({"stage": "LoCoMo judge (eval.judge.LLMJudge on eval.workers.Stage)", "predictions": args.predictions,
                   "cpus": os.cpu_count(), "python": platform.python_version(), "note": args.note,
-                  "command": " ".join(["python", "scripts/bench_throughput.py", *(argv if argv is not None else sys.argv[1:])]),
+                  "command": " ".join(["python", "research/bench_throughput.py", *(argv if argv is not None else sys.argv[1:])]),
                   "when": time.strftime("%Y-%m-%dT%H:%M:%S")})  # fmt: skip
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

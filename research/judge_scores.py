@@ -1,6 +1,6 @@
 """How far apart MOSAIC's NLI judgement scores lie, read from a run's committed LLM response cache.
 
-    python -m scripts.judge_scores <archive.jsonl.gz> [--threshold <conflict.threshold>] [--out results/bench/x.json]
+    python -m research.judge_scores <archive.jsonl.gz> [--threshold <conflict.threshold>] [--out results/bench/x.json]
 
 The save-time conflict check scores each check by p(false) from the label token's log-probabilities
 and calls it a conflict above ``conflict.threshold``. Whether a threshold can work at all depends on the
@@ -15,18 +15,16 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from omegaconf import OmegaConf
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from core.atomic import write_text_atomic  # noqa: E402
-from mosaic.conflict import NLI_LABELS, batch_label_distributions, label_distribution, label_of  # noqa: E402
-from scripts.cache_archive import archive_entries  # noqa: E402
+from core.atomic import write_text_atomic
+from mosaic.conflict import NLI_LABELS, batch_label_distributions, label_distribution, label_of
+from core.llm.cache_archive import archive_entries
 
 MOSAIC_CONF = Path(__file__).resolve().parents[1] / "conf" / "system" / "mosaic.yaml"
 BATCH_LINE = re.compile(r"^\d+\.\s*(\w+)\s*$")
