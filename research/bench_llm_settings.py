@@ -13,7 +13,8 @@ the same session lets the noise cancel in the per-round ratios. Two modes:
   Minutes instead of the quickstart's quarter hour: for choosing what the quickstart mode should compare.
 
 A setting is ``NAME=OVERRIDES`` with space-separated Hydra overrides of ``llm.`` (``--setting
-"slots6=llm.parallel=6"``) and ``env:KEY=VALUE`` items for the process environment (``env:PYTHONPATH=DIR``
+"slots6=llm.parallel=6"``), and in quickstart mode also of ``system.`` and ``run.`` (``"ahead=llm.parallel=2
+system.extract.concurrent_calls=2 run.workers=2"``) and ``env:KEY=VALUE`` items for the process environment (``env:PYTHONPATH=DIR``
 puts another build of xllamacpp first). The first setting is the reference of the ratios.
 
     python -m research.bench_llm_settings quickstart --rounds 2 --setting "base=" --setting "new=llm.parallel=6"
@@ -59,10 +60,10 @@ class Setting:
             if item.startswith("env:"):
                 key, _, value = item[4:].partition("=")
                 setting.env[key] = value
-            elif item.startswith("llm."):
+            elif item.startswith(("llm.", "system.", "run.")):
                 setting.overrides.append(item)
             else:
-                raise SystemExit(f"--setting {text!r}: {item!r} is neither an llm.* override nor env:KEY=VALUE")
+                raise SystemExit(f"--setting {text!r}: {item!r} is neither an llm.*, system.* or run.* override nor env:KEY=VALUE")
         return setting
 
 
@@ -158,7 +159,9 @@ def extraction_worker(turns: int, out: Path, overrides: list[str]) -> None:
     conversation = load_locomo(REPO / "data/locomo10.json")[0]  # conv-26: a development conversation
     session = conversation.sessions[1]
     dev_turns = [Turn(t.turn_id, t.speaker, t.text, session.time_iso) for t in session.turns][: turns + 1]
-    extractor = EntityExtractor(llm)
+    # the published llm_settings_extraction files were made with the extractor's code defaults of then (max_tokens 256;
+    # context_chars does not matter, previous=None): kept so they reproduce; runs use conf (320)
+    extractor = EntityExtractor(llm, max_tokens=256)
     llm.chat(extractor.messages(dev_turns[0], dev_turns[0].session_time, None), max_tokens=1, purpose="warm-up")  # reads the fixed prefix once
     started, completion, replies = time.perf_counter(), 0, {}
     for turn in dev_turns[1:]:
@@ -230,6 +233,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     settings = [Setting.parse(text) for text in args.setting]
     if len({s.name for s in settings}) != len(settings):
         raise SystemExit("--setting names must differ")
+    if args.mode == "extraction" and any(not o.startswith("llm.") for s in settings for o in s.overrides):
+        raise SystemExit("extraction mode calls the extractor alone: only llm.* overrides apply (system.*/run.*: quickstart mode)")
     work = args.work or Path(tempfile.mkdtemp(prefix="bench_llm_settings_"))
     rows: list[dict[str, Any]] = []
     for round_no in range(1, args.rounds + 1):

@@ -16,8 +16,12 @@ def test_a_setting_splits_llm_overrides_from_environment():
     assert setting.overrides == ["llm.speculative=draft", "llm.draft_model=qwen2.5-coder-0.5b-instruct"]
     assert setting.env == {"PYTHONPATH": "/opt/native"}
     assert bench.Setting.parse("base=").overrides == []
+    ahead = bench.Setting.parse("ahead=system.extract.concurrent_calls=2 run.workers=2")
+    assert ahead.overrides == ["system.extract.concurrent_calls=2", "run.workers=2"]  # quickstart mode passes them to run.py
     with pytest.raises(SystemExit, match="neither an llm"):
-        bench.Setting.parse("bad=system.k=3")
+        bench.Setting.parse("bad=benchmark.k=3")
+    with pytest.raises(SystemExit, match="only llm.\\* overrides apply"):
+        bench.main(["extraction", "--setting", "base=", "--setting", "ahead=run.workers=2"])
 
 
 def test_differing_replies_are_same_request_other_text():
