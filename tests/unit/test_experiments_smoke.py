@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from eval.runner import run, validate
+from eval.runner import config_hash, run, validate
 from tests.hydra_config import CONF, compose_config, options
 
 REPO = CONF.parent
@@ -133,5 +133,5 @@ def test_sweep_and_each_of_its_jobs_compose(name):
                 assert cfg.ablation_name == value
             else:
                 assert str(OmegaConf.select(cfg, key)) == value
-        hashes.add(cfg.ablation_name + str(OmegaConf.to_container(cfg.system, resolve=True)))
-    assert len(hashes) == len(jobs), f"{name}: two jobs compose to the same system config"
+        hashes.add(config_hash(cfg))  # the run folder's identity: config and input files
+    assert len(hashes) == len(jobs), f"{name}: two jobs compose to the same run (config hash)"
