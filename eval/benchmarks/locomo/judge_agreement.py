@@ -18,11 +18,11 @@ from sklearn.metrics import cohen_kappa_score
 from tqdm import tqdm
 
 from core.atomic import write_json_atomic
-from eval.benchmarks.locomo import gold_slices, paired_judgements, table_audited_keys
+from eval.benchmarks.locomo.benchmark import gold_slices, paired_judgements, table_audited_keys
 from eval.context import JsonlRows
 from eval.rows import SCORED_ROW_FIELD, read_rows, row_sha256, scores
 from eval.judge import LLMJudge
-from eval.judge_calibration import calibration_key
+from eval.benchmarks.locomo.judge_calibration import calibration_key
 
 LABELS = ("CORRECT", "WRONG")
 

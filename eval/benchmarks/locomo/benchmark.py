@@ -30,10 +30,10 @@ import pandas as pd
 from tqdm import tqdm
 
 from core.atomic import write_json_atomic
-from eval.benchmarks.locomo_audit import GOLD_MODES, load_errata, score_changing_positions
+from eval.benchmarks.locomo.audit import GOLD_MODES, load_errata, score_changing_positions
 from eval.context import JsonlRows, RunContext
 from eval.rows import SCORED_ROW_FIELD, read_rows, row_sha256, scores
-from eval.judge_calibration import load_calibration, summary_cell
+from eval.benchmarks.locomo.judge_calibration import load_calibration, summary_cell
 from eval.metrics import bleu1, bootstrap_ci, evidence_recall, format_ci, percentiles, set_f1_mem0, token_f1
 from eval.tables import FAILURES_COLUMN, failures_cell, format_pair, is_paper_configuration, row_label
 from eval.workers import Progress, Stage, SystemGuard, in_worker, run_stage
@@ -622,7 +622,8 @@ class LoCoMoBenchmark:
         metrics["latency"]["add_session_s"] = percentiles([s for r in ingested for s in r["add_latency_s"]])
         return {
             "benchmark": self.name,
-            "benchmark_target": f"{type(self).__module__}.{type(self).__qualname__}",
+            # the package name the class is exported under (conf/benchmark/locomo.yaml), as before the split
+            "benchmark_target": f"{__package__}.{type(self).__qualname__}",
             "system": getattr(system, "name", type(system).__name__),
             "convention": self.convention,
             "category_labels": {str(k): v for k, v in labels.items()},
@@ -745,7 +746,7 @@ class LoCoMoBenchmark:
         return {"locomo_judge_gold": judge_gold_table(metrics_list), "locomo_headline": headline_table(metrics_list)}
 
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 # Where tables look for what a metrics.json may lack (runs from before audited gold / calibration existed).
 TABLE_SOURCES = {
     "locomo": REPO / "data" / "locomo10.json",
