@@ -4,7 +4,7 @@
 
 Why: some systems cost minutes per turn here (Zep through graphiti, MemGPT's agent loop), so a run of
 theirs can be stopped long before its conversation is ingested. The run folder still holds one row per
-session added (``ingest_sessions.jsonl``, written by eval.benchmarks.locomo.ingest), and this turns them
+session added (``ingest_sessions.jsonl``, written by eval.benchmarks.locomo.stages.ingest), and this turns them
 into the measured cost per ingested turn: wall seconds, LLM calls and tokens as the system reported them
 and as the harness client metered them (a server that makes its own LLM calls, like Letta, shows up only
 in the reported column), split by purpose. Sessions with any call served from the response cache are also

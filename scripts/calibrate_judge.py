@@ -27,7 +27,7 @@ from omegaconf import DictConfig, OmegaConf
 from tqdm import tqdm
 
 from eval.judge import JudgePrompt, LLMJudge
-from eval.judge_calibration import calibration_key, judge_sample, load_bank, rates, split_sample
+from eval.benchmarks.locomo.judge_calibration import calibration_key, judge_sample, load_bank, rates, split_sample
 
 
 def compose_config(overrides: list[str]) -> DictConfig:

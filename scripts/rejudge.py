@@ -21,7 +21,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from eval.judge import JudgePrompt, LLMJudge
-from eval.judge_agreement import rejudge
+from eval.benchmarks.locomo.judge_agreement import rejudge
 
 
 def _as_group_override(override: str) -> str:

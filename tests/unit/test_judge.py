@@ -14,8 +14,8 @@ import pytest
 import yaml
 
 from eval.judge import JudgePrompt, LLMJudge, judge_prompt_of
-from eval.judge_agreement import judge_agreement, rejudge
-from eval.judge_calibration import (
+from eval.benchmarks.locomo.judge_agreement import judge_agreement, rejudge
+from eval.benchmarks.locomo.judge_calibration import (
     STRATA,
     calibration_key,
     judge_sample,

@@ -447,6 +447,7 @@ def test_make_tables_script_builds_from_metrics_files(tmp_path):
     root = tmp_path / "runs"
     for system_name in ("rag", "full_context"):
         metrics = bench.run(make_system(tmp_path), make_ctx(tmp_path / system_name, scripted_llm()))
+        assert metrics["benchmark_target"] == "eval.benchmarks.locomo.LoCoMoBenchmark"  # as conf/benchmark/locomo.yaml and published runs say
         metrics["metadata"] = {"system": system_name, "ablation": "none", "benchmark": "locomo", "benchmark_target": metrics["benchmark_target"]}
         folder = root / "locomo" / system_name / "none" / "hash"
         folder.mkdir(parents=True)

@@ -11,7 +11,7 @@ import pytest
 
 from eval.benchmarks import locomo as locomo_module
 from eval.benchmarks.locomo import LoCoMoBenchmark, audited_keys, load_locomo, run_gold_slices
-from eval.benchmarks.locomo_audit import AuditFormatError, load_errata, score_changing_positions
+from eval.benchmarks.locomo.audit import AuditFormatError, load_errata, score_changing_positions
 from tests.script_loader import load_script
 from tests.unit.test_locomo import make_ctx, make_system, scripted_llm, tiny_locomo, write
 

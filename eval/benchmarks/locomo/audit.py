@@ -13,6 +13,7 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 GOLD_MODES = ("original", "audited_excluded")
 # Error types that leave the gold answer right (only the evidence ids are wrong): no score changes.
@@ -60,3 +61,10 @@ def load_errata(path: str | Path, content: bytes | None = None) -> list[Erratum]
 def score_changing_positions(errata: list[Erratum]) -> frozenset[tuple[int, int]]:
     """(conversation position, qa index) of every erratum whose gold answer is wrong."""
     return frozenset((e.conversation, e.qa_index) for e in errata if e.changes_score)
+
+
+def audited_keys(predictions: list[dict[str, Any]], positions: dict[str, int], errata_path: str | Path, content: bytes | None = None) -> set[str]:
+    """Keys of the predictions whose (conversation position, qa index) the audit marks score-changing
+    (``content``: the errata file's bytes, when the run has read and checked them)."""
+    wrong = score_changing_positions(load_errata(errata_path, content))
+    return {p["key"] for p in predictions if (positions[p["sample_id"]], int(p["qa_index"])) in wrong}

@@ -18,11 +18,13 @@ from sklearn.metrics import cohen_kappa_score
 from tqdm import tqdm
 
 from core.atomic import write_json_atomic
-from eval.benchmarks.locomo import gold_slices, paired_judgements, table_audited_keys
+from eval.benchmarks.locomo.judge_calibration import calibration_key
+from eval.benchmarks.locomo.metrics import gold_slices, paired_judgements
+from eval.benchmarks.locomo.stages import judged, judgement_row
+from eval.benchmarks.locomo.table import table_audited_keys
 from eval.context import JsonlRows
-from eval.rows import SCORED_ROW_FIELD, read_rows, row_sha256, scores
 from eval.judge import LLMJudge
-from eval.judge_calibration import calibration_key
+from eval.rows import read_rows
 
 LABELS = ("CORRECT", "WRONG")
 
@@ -56,10 +58,9 @@ def rejudge(run_dir: Path, judge: LLMJudge, judge_model_id: str, n_samples: int 
     first = paired_judgements(predictions, read_rows(run_dir / "judgements.jsonl"), legacy=True)
     stem = calibration_key(judge_model_id, judge.prompt.name)
     second_rows = JsonlRows(run_dir / f"judgements2__{stem}.jsonl")
-    # unjudged, failed (no label: retried), or judged another answer than the one now held
-    stale = [p for p in predictions if not (scores(j := second_rows.get(p["key"]), p) and j and j.get("label") is not None)]
+    stale = [p for p in predictions if not judged(second_rows, p)]  # unjudged, failed, or of another answer than the one now held
     for p in tqdm(stale, desc=f"judge2 ({judge.prompt.name})", unit="q"):
-        second_rows.replace({"key": p["key"], SCORED_ROW_FIELD: row_sha256(p), **judge.judge(p["question"], p["gold"], p["prediction"])})
+        second_rows.replace(judgement_row(judge, p))
     second = {p["key"]: second_rows.get(p["key"]) or {} for p in predictions}
     slices = gold_slices(predictions, second, table_audited_keys(predictions), metrics.get("convention", "locomo"), n_samples, seed)
     section = {
