@@ -176,8 +176,15 @@ _WORD_BEFORE_RE = re.compile(rf"\b({'|'.join(NUMBER_WORDS)})(?=[\s-]+(%|[A-Za-z]
 
 
 def _words_to_digits(text: str) -> str:
-    """Number words that stand before a unit, as digits ("three months" -> "3 months")."""
-    return _WORD_BEFORE_RE.sub(lambda m: str(NUMBER_WORDS[m.group(1).lower()]) if unit_of(m.group(2)) else m.group(0), text)
+    """Number words that stand before a unit or count something, as digits ("three months" -> "3 months",
+    "two dogs" -> "2 dogs", as "2 dogs" already reads). "zero" and "one" count only before a unit:
+    elsewhere they are mostly pronouns ("the one I liked", "one of them")."""
+
+    def digits(match: re.Match[str]) -> str:
+        value = NUMBER_WORDS[match.group(1).lower()]
+        return str(value) if unit_of(match.group(2)) or value >= 2 else match.group(0)
+
+    return _WORD_BEFORE_RE.sub(digits, text)
 
 
 def _matches(text: str) -> list[tuple[re.Match[str], tuple[str, float] | None]]:

@@ -75,6 +75,16 @@ def test_quantities_units_come_from_pint_and_english_words_are_not_units():
     assert mask_numbers("on the 10th, 2 cats") == "on the #th, # cats"
 
 
+def test_count_words_read_as_the_digits_they_stand_for():
+    # a model writes "two cats" or "2 cats" at random: both must reach the numeric rule alike
+    assert quantities("Mia keeps two cats")[0] == quantities("Mia keeps 2 cats")[0]
+    assert numeric_clash("Mia keeps three cats now", "Mia keeps two cats") == "3 (count) does not match the held value(s) 2"
+    assert mask_numbers("Mia keeps two cats") == mask_numbers("Mia keeps 3 cats") == "Mia keeps # cats"
+    # "one" and "zero" count only before a unit: elsewhere they are pronouns
+    assert quantities("one of her cats is the one she likes") == []
+    assert [q.family for q in quantities("one month")] == ["time"]
+
+
 def test_numeric_clash_compares_one_unit_family_across_spellings():
     assert numeric_clash("a maximum of 80 km per ride", RULES[0]) is not None
     assert numeric_clash("may build up to 60000 m", RULES[0]) is None  # agrees with one held value, in another unit
