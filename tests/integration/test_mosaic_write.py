@@ -24,8 +24,8 @@ def ingested(default_llm, embedder, tmp_path_factory):
     mem = MosaicMemory(retry=None, llm=default_llm, embedder=embedder, workdir=tmp_path_factory.mktemp("mosaic"),
                        conflict=partial(ConflictDetector, k=5), retrieval=partial(Retriever, mode="exact"))
     first = mem.add("ana", [
-        # no names beside the count: with "Max and Bella" the 1.5B model sometimes stored the dogs' names as
-        # the fact, whose number-masked text is too far from "three dogs at home" to be like with like
+        # the turn says only the count: this test is about the numeric rule, not about which of several
+        # facts (the dogs' names) the model chooses to write
         Turn("S1:1", "Ana", "We have two dogs at home."),
         Turn("S1:2", "Ana", "I work as a nurse at St. Mary's hospital."),
         Turn("S1:3", "Ana", "My daughter Lily started first grade this year."),
