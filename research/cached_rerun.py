@@ -2,6 +2,7 @@
 
     python -m research.cached_rerun results/published/runs/locomo/rag/none/b3b9f7514c93 \
         --archive results/caches/locomo_conv26.jsonl.gz [--out results/bench/cached_rerun_conv26]
+    python -m research.cached_rerun results/published/runs/locomo/rag/none/26cb1a02f252 --out results/bench/cold_rerun_quickstart
 
 Why: a refactor that must leave behaviour unchanged (config only from conf/, packages moved) is checked by
 replaying real runs, not by reading diffs. Each published folder's own overrides (``overrides.json``) are run
@@ -48,14 +49,15 @@ def differences(published: dict, rerun: dict, sections: tuple[str, ...]) -> list
     return [{"key": k, "published": old.get(k), "rerun": new.get(k)} for k in sorted(old.keys() | new.keys()) if old.get(k) != new.get(k)]
 
 
-def rerun(folder: Path, archive: Path, python: str, sections: tuple[str, ...]) -> dict[str, object]:
+def rerun(folder: Path, archive: Path | None, python: str, sections: tuple[str, ...]) -> dict[str, object]:
     folder = folder.resolve()
     published = json.loads((folder / "metrics.json").read_text())
     overrides = json.loads((folder / "overrides.json").read_text())
     shown = str(folder.relative_to(ROOT)) if folder.is_relative_to(ROOT) else str(folder)
     with tempfile.TemporaryDirectory(prefix="cached_rerun_") as tmp:
         cache_dir, results_dir = Path(tmp) / "cache", Path(tmp) / "results"
-        subprocess.run([python, "-m", "scripts.cache_archive", "import", str(archive.resolve()), str(cache_dir)], cwd=ROOT, check=True)
+        if archive is not None:  # without one the rerun is cold: every call is asked live
+            subprocess.run([python, "-m", "scripts.cache_archive", "import", str(archive.resolve()), str(cache_dir)], cwd=ROOT, check=True)
         env = dict(os.environ, MOSAIC_CACHE_DIR=str(cache_dir), WANDB_MODE="disabled", HF_HUB_OFFLINE="1")
         started = time.perf_counter()
         command = [python, "run.py", *overrides, f"results_dir={results_dir}", "logger=none"]
@@ -82,7 +84,8 @@ def rerun(folder: Path, archive: Path, python: str, sections: tuple[str, ...]) -
 
 
 def markdown(report: dict) -> str:
-    lines = [f"# Cached reruns of published runs (code {report['git_sha'][:12]}, archive `{report['archive']}`)", "",
+    source = f"archive `{report['archive']}`" if report["archive"] else "no archive: cold, every call live"
+    lines = [f"# Reruns of published runs (code {report['git_sha'][:12]}, {source})", "",
              "| run folder | published at | config hash same | LLM calls | of them live | metrics compared | differing |",
              "|---|---|---|---|---|---|---|"]
     for row in report["runs"]:
@@ -98,7 +101,8 @@ def markdown(report: dict) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("folders", nargs="+", type=Path, help="published run folders (with metrics.json and overrides.json)")
-    parser.add_argument("--archive", type=Path, required=True, help="cache archive (results/caches/*.jsonl.gz) holding their LLM calls")
+    parser.add_argument("--archive", type=Path, default=None,
+                        help="cache archive (results/caches/*.jsonl.gz) holding their LLM calls; without it the reruns are cold")
     parser.add_argument("--out", type=Path, default=ROOT / "results" / "bench" / "cached_rerun", help="writes <out>.json and <out>.md")
     parser.add_argument("--sections", default="overall,per_category", help="metrics.json sections compared leaf by leaf")
     args = parser.parse_args(argv)
@@ -106,10 +110,10 @@ def main(argv: list[str] | None = None) -> int:
         for name in ("metrics.json", "overrides.json"):
             if not (folder / name).is_file():
                 parser.error(f"{folder / name}: not found; give a published run folder (results/published/runs/...)")
-    if not args.archive.is_file():
+    if args.archive is not None and not args.archive.is_file():
         parser.error(f"{args.archive}: not found; archives are in results/caches/")
     sections = tuple(s for s in args.sections.split(",") if s)
-    report = {**git_state(), "archive": str(args.archive), "command": " ".join(["python -m research.cached_rerun", *map(str, args.folders), "--archive", str(args.archive)]),
+    report = {**git_state(), "archive": str(args.archive) if args.archive else None, "command": " ".join(["python -m research.cached_rerun", *map(str, args.folders), *(["--archive", str(args.archive)] if args.archive else [])]),
               "runs": [rerun(folder, args.archive, sys.executable, sections) for folder in args.folders]}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.with_suffix(".json").write_text(json.dumps(report, indent=2) + "\n")
