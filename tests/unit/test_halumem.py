@@ -665,3 +665,15 @@ def test_update_links_are_left_out_for_an_append_only_system(tmp_path):
     table = HaluMemBenchmark.make_table([{**metrics, "metadata": meta}])
     assert list(table.columns)[0] == "rag over oracle facts / oracle_facts (HaluMem-custom:halumem_tiny.jsonl, fake)"
     assert "Update links: right" not in table.index
+
+
+def test_score_extraction_off_reads_what_was_stored_for_update_links_but_asks_no_extraction_judge(tmp_path):
+    judged = FakeLLM(_fixed_judge)
+    full = HaluMemBenchmark(path=str(TINY), bootstrap_samples=20, oracle_facts=True).run(ConflictingMemory(), _ctx(tmp_path / "full", judged, EchoAnswerer()))
+    cheap_llm = FakeLLM(_fixed_judge)
+    cheap = HaluMemBenchmark(path=str(TINY), bootstrap_samples=20, oracle_facts=True, score_extraction=False).run(
+        ConflictingMemory(), _ctx(tmp_path / "cheap", cheap_llm, EchoAnswerer()))
+    assert cheap["extraction"] is None and "score_extraction=false" in cheap["extraction_skipped"]
+    assert cheap["update_links"] == full["update_links"]  # links need only the snapshots, not the judge
+    assert (cheap["updating"], cheap["qa"]) == (full["updating"], full["qa"])
+    assert len(cheap_llm.requests) == cheap["updating"]["n"] + cheap["qa"]["n"] < len(judged.requests)

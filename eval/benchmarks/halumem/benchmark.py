@@ -41,6 +41,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tqdm import tqdm
+
 from core.api import AddReport, DeclaresConflictSignal, Inspectable, MemorySystem, OracleFact, ParallelSearch, StoredItem, Turn
 from core.config_check import ConfigKeyError
 from eval.benchmarks.halumem.clarify import CLARIFY_TABLES, clarify_metrics, clarify_session
@@ -105,6 +107,7 @@ class HaluMemBenchmark:
     update_k: int = 10
     qa_k: int = 20
     extraction_source: str = "auto"  # auto | inspect | report | none
+    score_extraction: bool = True  # false: what was stored is still read (update links) but not judged (no extraction metrics)
     limit_users: int | None = None
     limit_sessions: int | None = None
     judge_max_tokens: int = 200
@@ -200,7 +203,7 @@ class HaluMemBenchmark:
         sessions = self._sessions(user)
         gold_text = {fact_id_of(i, p): p.content for i, sess in enumerate(user.sessions) for p in sess.memory_points}
         ctx.log.info("halumem user %s (%s): %d sessions", user.uuid, user.name, len(sessions))
-        for s_idx, session in enumerate(sessions):
+        for s_idx, session in enumerate(tqdm(sessions, desc=f"halumem {user.name} (sessions: add, judge)", unit="session")):
             key = f"{user.uuid}:{s_idx}"
             turns = [
                 Turn(
@@ -243,7 +246,7 @@ class HaluMemBenchmark:
             if self.clarify != "off":
                 stored = clarify_session(self, user, s_idx, session, system, namespace, judge, mode, rows, stored)
                 held = _snapshot_stored(system, namespace) if mode == "inspect" else held
-            if mode != "none":
+            if mode != "none" and self.score_extraction:
                 self._judge_extraction(user, s_idx, session, [item.text for item in stored], judge, rows)
             self._judge_updates(user, s_idx, session, system, namespace, judge, rows)
             self._answer_questions(user, s_idx, session, system, namespace, ctx, judge, rows)
@@ -356,8 +359,11 @@ class HaluMemBenchmark:
     def aggregate(self, rows: dict[str, list[dict[str, Any]]], extraction_mode: str, system_name: str, links: bool = False) -> dict[str, Any]:
         n_boot, seed = self.bootstrap_samples, self.seed
         extraction = None
-        if extraction_mode != "none":
+        if extraction_mode != "none" and self.score_extraction:
             extraction = extraction_metrics(rows["integrity"], rows["accuracy"], n_boot, seed)
+        skipped = ("benchmark.score_extraction=false: stored memories were read, not judged" if not self.score_extraction and extraction_mode != "none"
+                   else "the system cannot list what it stored (not Inspectable)" if extraction_mode == "none" and self.extraction_source == "auto"
+                   else f"benchmark.extraction_source={self.extraction_source}")  # fmt: skip
         updating = label_metrics(rows["updates"], ("Correct", "Hallucination", "Omission", "Other"), n_boot, seed)
         qa = label_metrics(rows["qa"], ("Correct", "Hallucination", "Omission"), n_boot, seed)
         sessions = rows["sessions"]
@@ -368,7 +374,7 @@ class HaluMemBenchmark:
             "main_metric": qa["correct"]["mean"],
             "extraction_source": extraction_mode,
             "extraction": extraction,
-            "extraction_skipped": None if extraction is not None else "the system cannot list what it stored (not Inspectable)",
+            "extraction_skipped": None if extraction is not None else skipped,
             "updating": updating,
             "qa": qa,
             "by_question_type": by_question_type(rows["qa"], ("Correct", "Hallucination", "Omission"), n_boot, seed),
