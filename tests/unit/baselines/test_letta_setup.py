@@ -8,8 +8,7 @@ from pathlib import Path
 import pytest
 
 from baselines.memgpt import ensure_letta
-
-REPO = Path(__file__).resolve().parents[2]
+from tests.conftest import REPO
 
 
 def fake_setup(root: Path, body: str) -> Path:

@@ -17,10 +17,11 @@ import pytest
 from omegaconf import OmegaConf
 
 from core.api import LLMOutputError, Turn
+from tests.conftest import REPO
 from tests.fake_openai_server import FakeOpenAIServer
 from tests.fakes import FakeLLM, served_llm_stub
 
-CONF = Path(__file__).resolve().parents[2] / "conf" / "system"
+CONF = REPO / "conf" / "system"
 
 
 def _system_conf(name: str) -> dict[str, Any]:
@@ -50,7 +51,7 @@ def test_every_system_retries_by_sampling_with_a_fixed_seed(name: str):
 def test_mosaic_extraction_loop_is_rescued_by_the_sampled_retry(tmp_path: Path):
     from hydra.utils import instantiate
 
-    from tests.unit.test_graph import BowEmbedder
+    from tests.unit.mosaic.test_graph import BowEmbedder
 
     def extract(messages, schema):
         request = llm.requests[-1]
@@ -72,7 +73,7 @@ def test_mosaic_extraction_loop_is_rescued_by_the_sampled_retry(tmp_path: Path):
 def test_mosaic_counts_a_turn_whose_extraction_failed_once(tmp_path: Path):
     from hydra.utils import instantiate
 
-    from tests.unit.test_graph import BowEmbedder
+    from tests.unit.mosaic.test_graph import BowEmbedder
 
     def broken(messages, schema):  # every try loops: the turn is lost, and counted once
         raise LLMOutputError("generation cut off at max_tokens=320 (finish_reason length)")
@@ -121,7 +122,7 @@ def test_mem0_extraction_loop_is_rescued_and_its_json_object_request_is_left_unc
 def test_mem0_counts_the_turns_of_a_failed_add_once(tmp_path: Path):
     """A Mem0 add is one batch of turns for one speaker; a failed add loses that batch's turns: counted as turns."""
     from baselines.mem0 import Mem0Memory
-    from tests.unit.test_mem0_mapping import _ScriptedMem0
+    from tests.unit.baselines.test_mem0_mapping import _ScriptedMem0
 
     class OneBadAdd(_ScriptedMem0):
         def add(self, messages, *, user_id, metadata):

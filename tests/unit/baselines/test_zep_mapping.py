@@ -18,6 +18,7 @@ import pytest
 pytest.importorskip("graphiti_core", reason="needs the `zep` extra: pip install -e '.[zep]'")
 
 from baselines import zep, zep_graphiti  # noqa: E402
+from tests.conftest import REPO  # noqa: E402
 from tests.fakes import served_llm_stub  # noqa: E402
 
 # the output guard has no defaults (conf/system/zep.yaml decides): the old code defaults, which these tests were written for
@@ -179,7 +180,7 @@ def test_falkordb_server_ends_when_its_owner_is_killed(tmp_path: Path):
         "import sys, time; from core.servers import FalkorDBServer; "
         f"s = FalkorDBServer({str(tmp_path)!r}); s.start(); print(s.port, flush=True); time.sleep(600)"
     )
-    owner = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parents[2])
+    owner = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, cwd=REPO)
     try:
         port = int(owner.stdout.readline())
         import redis
@@ -272,7 +273,7 @@ def _zep_from_conf(tmp_path: Path, cache: object, **overrides: object) -> zep.Ze
     from hydra.utils import instantiate
     from omegaconf import OmegaConf
 
-    conf = OmegaConf.merge(OmegaConf.load(Path(__file__).parents[2] / "conf/system/zep.yaml"), overrides)
+    conf = OmegaConf.merge(OmegaConf.load(REPO / "conf/system/zep.yaml"), overrides)
     return instantiate(conf, llm=served_llm_stub(cache=cache), embedder=None, workdir=str(tmp_path / "zep"))
 
 

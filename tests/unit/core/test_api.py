@@ -12,8 +12,8 @@ import pytest
 
 import core.api as api
 from eval.workers import SystemGuard
+from tests.conftest import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 # what eval/ reads from a system beyond MemorySystem, and the Protocol in core/api.py that declares each
 CAPABILITIES = {
     "run_metadata": api.ReportsRunMetadata,

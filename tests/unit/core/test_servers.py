@@ -11,6 +11,7 @@ import pytest
 
 from core.llm import free_port
 from core.servers import ManagedProcess, ServerStartError
+from tests.conftest import REPO
 
 
 def _port_open(port: int) -> bool:
@@ -75,7 +76,7 @@ def test_the_server_ends_when_its_owner_is_killed_without_cleanup(tmp_path: Path
         "server.start()\n"
         "print('up', flush=True); time.sleep(120)\n"
     )
-    owner = subprocess.Popen([sys.executable, "-c", owner_code], stdout=subprocess.PIPE, text=True, cwd=Path(__file__).parents[2])
+    owner = subprocess.Popen([sys.executable, "-c", owner_code], stdout=subprocess.PIPE, text=True, cwd=REPO)
     try:
         assert owner.stdout.readline().strip() == "up"
         assert _port_open(port)

@@ -26,11 +26,11 @@ from eval.benchmarks.locomo.judge_calibration import (
     summary_cell,
 )
 from eval.runner import ConfigError, validate
+from tests.conftest import REPO
 from tests.fakes import FakeLLM, SchemaFakeLLM
 from tests.hydra_config import compose_config, conf_judge
 from tests.script_loader import load_script
 
-REPO = Path(__file__).resolve().parents[2]
 # sha256 of the judge system prompt every published run was judged with (before prompts moved to conf/)
 DEFAULT_SYSTEM_SHA256 = "899b64393a1bbadc2c6cfc3b4dd865b67f7e9b36e5f707dbb49659bae04fda98"
 
@@ -102,12 +102,12 @@ def test_locomo_judges_with_the_judge_built_from_conf_judge(tmp_path):
     from omegaconf import OmegaConf, open_dict
 
     from eval.runner import run
-    from tests.unit.test_experiments_smoke import _on_fakes, _slice
+    from tests.unit.eval.test_experiments_smoke import _on_fakes, _slice
 
     overrides = ["experiment=locomo", *_slice("locomo", tmp_path), "judge/prompt=strict", "judge.max_tokens=77", "judge.attempts=1"]
     cfg = _on_fakes(compose_config(overrides), tmp_path)
     with open_dict(cfg):
-        cfg.judge.llm = OmegaConf.create({"_target_": "tests.unit.test_judge.recording_judge_llm", "record_to": str(tmp_path / "judge.jsonl")})
+        cfg.judge.llm = OmegaConf.create({"_target_": "tests.unit.eval.test_judge.recording_judge_llm", "record_to": str(tmp_path / "judge.jsonl")})
     metrics = run(cfg, overrides)
     JUDGE_REQUESTS = [json.loads(line) for line in (tmp_path / "judge.jsonl").read_text().splitlines()]
     strict = yaml.safe_load((REPO / "conf" / "judge" / "prompt" / "strict.yaml").read_text())

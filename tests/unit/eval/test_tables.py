@@ -19,8 +19,8 @@ from eval.benchmarks.locomo import headline_table as locomo_headline
 from eval.benchmarks.locomo import locomo_table
 from eval.tables import FAILURES_COLUMN, failures_cell, is_paper_configuration, row_label
 from scripts.make_tables import scaling_table
+from tests.conftest import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 CI = {"mean": 0.25, "ci_low": 0.1, "ci_high": 0.45, "n": 20}
 
 

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.test_locomo import tiny_locomo
+from tests.conftest import REPO
+from tests.unit.eval.benchmarks.locomo.test_locomo import tiny_locomo
 
-REPO = Path(__file__).resolve().parents[2]
 HALUMEM_FIXTURES = REPO / "tests" / "fixtures" / "halumem"
 
 # a closed port: any LLM call would fail with a multi-line "unreachable" story, never with the expected line

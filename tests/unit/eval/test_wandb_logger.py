@@ -17,7 +17,7 @@ from typing import Any, Iterator
 import pytest
 
 from eval.loggers import NullLogger, WandbLogger, client_usage, progress_hook
-from tests.unit.test_workers import LOCOMO, REPO
+from tests.unit.eval.test_workers import LOCOMO, REPO
 
 BLOCK = 32 * 1024  # W&B's run file: LevelDB-style log blocks after a 7-byte ":W&B" header
 
@@ -59,7 +59,7 @@ def test_offline_sweep_run_has_group_job_type_progress_and_tables(tmp_path):
     cmd = [
         sys.executable, "run.py", "-m", "experiment=locomo", "system=rag", "logger=wandb_offline",
         "logger.progress_every_s=0", "run.workers=4", f"results_dir={tmp_path}", f"cache_dir={tmp_path}/cache",
-        "llm._target_=tests.unit.test_workers.fake_llm", "embedder._target_=tests.unit.test_workers.bow_embedder",
+        "llm._target_=tests.unit.eval.test_workers.fake_llm", "embedder._target_=tests.unit.eval.test_workers.bow_embedder",
     ]  # fmt: skip
     env = {**os.environ, "PYTHONPATH": str(REPO), "WANDB_MODE": "offline", "FAKE_LLM_DELAY_S": "0.002"}
     done = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)

@@ -23,12 +23,12 @@ import pytest
 
 from eval.context import JsonlRows
 from eval.workers import Stage, SystemGuard, run_stage
+from tests.conftest import REPO
 from tests.fakes import FakeLLM
 from tests.hydra_config import compose_config, conf_judge
-from tests.unit.test_locomo import scripted_llm
-from tests.unit.test_rag import BagOfWordsEmbedder
+from tests.unit.eval.benchmarks.locomo.test_locomo import scripted_llm
+from tests.unit.baselines.test_rag import BagOfWordsEmbedder
 
-REPO = Path(__file__).resolve().parents[2]
 LOCOMO = REPO / "data" / "locomo10.json"
 
 
@@ -59,7 +59,7 @@ def _run(results: Path, workers: int, popen: bool = False, delay_s: float = 0.00
     cmd = [
         sys.executable, "run.py", "experiment=locomo", "logger=none", f"run.workers={workers}",
         f"results_dir={results}", f"cache_dir={results}/cache",
-        "llm._target_=tests.unit.test_workers.fake_llm", "embedder._target_=tests.unit.test_workers.bow_embedder",
+        "llm._target_=tests.unit.eval.test_workers.fake_llm", "embedder._target_=tests.unit.eval.test_workers.bow_embedder",
     ]  # fmt: skip
     env = {**os.environ, "PYTHONPATH": str(REPO), "FAKE_LLM_DELAY_S": str(delay_s)}
     if popen:
@@ -212,7 +212,7 @@ def test_row_file_appends_whole_lines_under_threads(tmp_path):
 def test_conflict_cases_at_4_workers_each_restore_their_own_snapshot(tmp_path):
     from eval.benchmarks.conflict import ConflictBenchmark
     from eval.context import RunContext
-    from tests.unit.test_conflict_suite import MINI, ScriptedMemory, _Embedder
+    from tests.unit.eval.benchmarks.test_conflict_suite import MINI, ScriptedMemory, _Embedder
 
     class ThreadSafeScripted(ScriptedMemory):
         parallel_namespaces = True
@@ -242,7 +242,7 @@ def test_conflict_cases_at_4_workers_each_restore_their_own_snapshot(tmp_path):
 def test_halumem_users_at_2_workers_give_the_same_metrics(tmp_path):
     from eval.benchmarks.halumem import HaluMemBenchmark
     from eval.context import RunContext
-    from tests.unit.test_halumem import TINY, EchoAnswerer, KeywordMemory, _fixed_judge
+    from tests.unit.eval.benchmarks.halumem.test_halumem import TINY, EchoAnswerer, KeywordMemory, _fixed_judge
 
     class ThreadSafeKeyword(KeywordMemory):
         parallel_namespaces = True
@@ -300,7 +300,7 @@ def test_mosaic_metrics_identical_at_1_and_4_workers(tmp_path):
 
     from eval.runner import run
     from tests.hydra_config import compose_config
-    from tests.unit.test_experiments_smoke import _on_fakes
+    from tests.unit.eval.test_experiments_smoke import _on_fakes
 
     data = _three_conversations(tmp_path / "three.json")
     metrics = {}
@@ -309,7 +309,7 @@ def test_mosaic_metrics_identical_at_1_and_4_workers(tmp_path):
                      "benchmark.max_sessions=null", "benchmark.max_questions=null", f"run.workers={workers}"]  # fmt: skip
         cfg = _on_fakes(compose_config(overrides), tmp_path / f"w{workers}")
         with open_dict(cfg):
-            cfg.llm = OmegaConf.create({"_target_": "tests.unit.test_workers.slow_schema_fake_llm"})
+            cfg.llm = OmegaConf.create({"_target_": "tests.unit.eval.test_workers.slow_schema_fake_llm"})
         metrics[workers] = run(cfg, overrides)
     one, four = metrics[1], metrics[4]
     assert one["overall"]["n"] == 6 and one["metadata"]["config_hash"] == four["metadata"]["config_hash"]

@@ -1,7 +1,7 @@
 """mosaic.accounting: the cost rows of a write group and the totals a reset namespace leaves behind.
 
 The whole path through MosaicMemory (metrics names and values across restores and resets) is
-test_mosaic_mechanisms.test_counts_stay_whole_across_restores_and_resets; these pin the accounting's own rules."""
+tests/unit/mosaic/test_mechanisms.py::test_counts_stay_whole_across_restores_and_resets; these pin the accounting's own rules."""
 
 from __future__ import annotations
 

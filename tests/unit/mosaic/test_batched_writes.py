@@ -20,8 +20,8 @@ from mosaic.extract import EntityExtractor
 from mosaic.memory import MosaicMemory
 from mosaic.retrieval import Retriever
 from tests.fakes import FakeLLM
-from tests.unit.test_conflict_detector import RULES, HashEmbedder, LogprobLLM, _graph
-from tests.unit.test_graph import BowEmbedder
+from tests.unit.mosaic.test_conflict import RULES, HashEmbedder, LogprobLLM, _graph
+from tests.unit.mosaic.test_graph import BowEmbedder
 
 
 class BatchLogprobLLM(FakeLLM):

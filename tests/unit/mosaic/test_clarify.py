@@ -10,7 +10,7 @@ from core.api import Clarifiable
 from mosaic.clarify import coverage, greedy_targets, interpret_answer, main, settled_by
 from mosaic.entity import Entity
 from mosaic.gate import ClarificationItem
-from tests.unit.test_memory_flow import _add, _memory
+from tests.unit.mosaic.test_memory import _add, _memory
 
 
 def item(entity_id: str, attribute: str, value: str, rho: float, entropy: float = 1.0, subject: str = "Ana",

@@ -231,7 +231,7 @@ def test_mosaic_with_the_oracle_extractor_runs_the_usual_write_path_and_names_th
     from mosaic.conflict import ConflictDecision, ConflictDetector
     from mosaic.memory import MosaicMemory
     from mosaic.retrieval import Retriever
-    from tests.unit.test_graph import BowEmbedder
+    from tests.unit.mosaic.test_graph import BowEmbedder
 
     class DogDetector(ConflictDetector):
         """Scripted: a new fact about dogs updates every held fact about dogs with other words."""
@@ -262,7 +262,7 @@ def test_oracle_rows_name_themselves_in_run_metadata(tmp_path):
     from eval.tables import row_label
     from mosaic.memory import MosaicMemory
     from mosaic.retrieval import Retriever
-    from tests.unit.test_graph import BowEmbedder
+    from tests.unit.mosaic.test_graph import BowEmbedder
 
     oracle = MosaicMemory(retry=None, llm=FakeLLM(_no_llm), embedder=BowEmbedder(), workdir=tmp_path, extract=partial(EntityExtractor, source="oracle"),
                           retrieval=partial(Retriever, mode="exact"))  # fmt: skip

@@ -13,8 +13,8 @@ from eval.answerer import Answerer
 from mosaic.memory import MosaicMemory
 from mosaic.retrieval import Retriever
 from tests.fakes import FakeLLM
-from tests.unit.test_memory_flow import ScriptedDetector, _add, _memory, responder
-from tests.unit.test_graph import BowEmbedder
+from tests.unit.mosaic.test_memory import ScriptedDetector, _add, _memory, responder
+from tests.unit.mosaic.test_graph import BowEmbedder
 
 
 def test_mechanism_counts_follow_the_write_and_read_paths(tmp_path):

@@ -16,7 +16,7 @@ from mosaic.extract import EntityExtractor
 from mosaic.retrieval import Retriever
 from core.api import Inspectable, MemorySystem, Seedable, Snapshottable, Turn
 from tests.fakes import FakeLLM
-from tests.unit.test_graph import BowEmbedder
+from tests.unit.mosaic.test_graph import BowEmbedder
 
 FACTS = {
     "I have two dogs.": ("Ana has 2 dogs", "2", "stated"),

@@ -15,10 +15,11 @@ from hydra.errors import InstantiationException
 from core.config_check import ConfigKeyError
 from eval.runner import build_system
 from mosaic.memory import MosaicMemory
+from tests.conftest import REPO
 from tests.fakes import FakeLLM
-from tests.unit.test_graph import BowEmbedder
+from tests.unit.mosaic.test_graph import BowEmbedder
 
-CONF = Path(__file__).resolve().parents[2] / "conf"
+CONF = REPO / "conf"
 
 # one non-default value per key of conf/system/mosaic.yaml (top level, then block.key)
 NON_DEFAULT: dict[str, object] = {

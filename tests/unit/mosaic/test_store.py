@@ -10,7 +10,7 @@ import pytest
 from mosaic.entity import Entity
 from mosaic.graph import MemoryGraph
 from mosaic.store import MemoryStore, MemoryStoreError
-from tests.unit.test_graph import BowEmbedder
+from tests.unit.mosaic.test_graph import BowEmbedder
 
 
 def _state(value: str) -> dict:

@@ -13,7 +13,7 @@ import pytest
 from mosaic.conflict import ConflictDetector
 from mosaic.entity import Entity
 from tests.fakes import FakeLLM
-from tests.unit.test_config import _compose
+from tests.unit.eval.test_runner import _compose
 
 
 def _jobs(experiment: str) -> list[tuple[str, str]]:

@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 
 from eval.benchmarks.conflict_suite import load_suite
+from tests.conftest import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 SUITES = REPO / "data" / "conflicts"
 SCANNED = ("mosaic", "eval", "baselines", "scripts", "research", "conf", "core", "tests")
 HALUMEM_EVAL = "halumem_medium_user3.jsonl"

@@ -5,12 +5,11 @@ from __future__ import annotations
 import json
 import os
 import time
-from pathlib import Path
 
 import nbformat
 from nbclient import NotebookClient
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.conftest import REPO
 
 
 def test_notebook_executes_and_is_committed_without_outputs():

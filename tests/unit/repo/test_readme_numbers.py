@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 
 import pytest
 
 from eval.metrics import format_ci
 from scripts.make_tables import README_SECTION, update_readme
+from tests.conftest import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 README = REPO / "README.md"
 NUMBER = re.compile(r"(?<![\w.])(\d+ of \d+|\d+(?:\.\d+)?%|\d+\.\d+)(?![\w%]|\.\d)")
 

@@ -4,9 +4,10 @@ Letta server's venv is missing; their fixture builds it (as system=memgpt does o
 from __future__ import annotations
 
 import ast
-from pathlib import Path
 
-SOURCE = Path(__file__).resolve().parents[1] / "integration" / "test_memgpt.py"
+from tests.conftest import REPO
+
+SOURCE = REPO / "tests" / "integration" / "test_memgpt.py"
 
 
 def test_memgpt_tests_never_skip_and_build_letta_on_demand():

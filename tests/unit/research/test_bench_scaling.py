@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 import statistics
-from pathlib import Path
 
 import pytest
 
+from tests.conftest import REPO
 from tests.script_loader import load_script
 
 
@@ -50,7 +50,7 @@ def test_published_file_with_the_old_fallback_key_still_reads():
     module = load_script("bench_scaling", package="research")
     assert module.fallback_rate({"llm_fallback_rate": 0.25}) == 0.25
     assert module.fallback_rate({"low_confidence_fallback_rate": 0.5, "llm_fallback_rate": 0.25}) == 0.5
-    published = json.loads((Path(__file__).resolve().parents[2] / "results" / "bench" / "scaling.json").read_text())
+    published = json.loads((REPO / "results" / "bench" / "scaling.json").read_text())
     assert [module.fallback_rate(row) for row in published["retrieval"]]
 
 

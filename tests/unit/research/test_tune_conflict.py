@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from eval.benchmarks.conflict_suite import EVAL_SUITE_FINGERPRINTS, load_suite
+from tests.conftest import REPO
 
-SUITES = Path(__file__).resolve().parents[2] / "data" / "conflicts"
+SUITES = REPO / "data" / "conflicts"
 
 from tests.script_loader import load_script
 

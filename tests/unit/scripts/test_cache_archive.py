@@ -8,6 +8,7 @@ import json
 import pytest
 
 from core.llm.cache import ResponseCache, request_key
+from tests.conftest import REPO
 from tests.script_loader import load_script
 
 archive_tool = load_script("cache_archive")
@@ -75,9 +76,7 @@ def test_errors_name_the_file_and_the_fix(tmp_path):
 
 def test_published_archive_imports_checksummed_and_replays_every_entry(tmp_path):
     import sqlite3
-    from pathlib import Path
-
-    archive = Path(__file__).resolve().parents[2] / "results" / "caches" / "conflict_household_zep.jsonl.gz"
+    archive = REPO / "results" / "caches" / "conflict_household_zep.jsonl.gz"
     published = dict(archive_tool.archive_entries(archive))  # written before entries carried checksums
     added, held = archive_tool.import_cache(archive, tmp_path / "c")
     assert (added, held) == (len(published), 0) and added > 0

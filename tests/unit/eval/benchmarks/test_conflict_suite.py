@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import copy
 import json
-from pathlib import Path
 
 import pytest
 
 from eval.benchmarks.conflict import ConflictBenchmark, aggregate, conflict_table, score_case
 from eval.benchmarks.conflict_suite import SuiteFormatError, load_suite, parse_suite
 from core.api import AddReport, ConflictEvent, LLMUsage, StoredItem
+from tests.conftest import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 
 MINI = {
     "name": "mini",

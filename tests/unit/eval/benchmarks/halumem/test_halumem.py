@@ -17,10 +17,11 @@ from eval.benchmarks.halumem.metrics import by_memory_type, by_question_type, ex
 from eval.context import RunContext
 from eval.benchmarks.halumem.judge import ACCURACY_SCHEMA, INTEGRITY_SCHEMA, QA_SCHEMA, UPDATE_SCHEMA, HaluMemJudge
 from core.api import AddReport, Retrieved, StoredItem, Turn
+from tests.conftest import REPO
 from tests.fakes import FakeLLM, HashEmbedder
 from tests.hydra_config import conf_judge
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "halumem"
+FIXTURES = REPO / "tests" / "fixtures" / "halumem"
 TINY = FIXTURES / "halumem_tiny.jsonl"
 USER1 = "a1b2c3d4-0000-4000-8000-000000000001"
 USER2 = "a1b2c3d4-0000-4000-8000-000000000002"

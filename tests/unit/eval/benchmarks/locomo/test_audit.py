@@ -12,10 +12,10 @@ import pytest
 from eval.benchmarks import locomo as locomo_module
 from eval.benchmarks.locomo import LoCoMoBenchmark, audited_keys, load_locomo, run_gold_slices
 from eval.benchmarks.locomo.audit import AuditFormatError, load_errata, score_changing_positions
+from tests.conftest import REPO
 from tests.script_loader import load_script
-from tests.unit.test_locomo import make_ctx, make_system, scripted_llm, tiny_locomo, write
+from tests.unit.eval.benchmarks.locomo.test_locomo import make_ctx, make_system, scripted_llm, tiny_locomo, write
 
-REPO = Path(__file__).resolve().parents[2]
 MIRROR = Path(os.environ.get("LOCOMO_MIRROR", "/nonexistent"))
 AUDIT_DIR = next((d for d in (REPO / "data" / "locomo-audit", MIRROR / "locomo-audit") if (d / "errors.json").is_file()), None)
 LOCOMO_FILE = next((p for p in (REPO / "data" / "locomo10.json", MIRROR / "locomo10.json") if p.is_file()), None)

@@ -29,12 +29,11 @@ from eval.context import RunContext
 from eval.metrics import normalize_answer
 from eval.tables import to_markdown, write_tables
 from core.api import Retrieved
+from tests.conftest import REPO
 from tests.fakes import FakeLLM
 from tests.hydra_config import conf_judge
 from tests.script_loader import load_script
-from tests.unit.test_rag import BagOfWordsEmbedder
-
-REPO = Path(__file__).resolve().parents[2]
+from tests.unit.baselines.test_rag import BagOfWordsEmbedder
 
 
 def tiny_locomo() -> list[dict]:

@@ -13,8 +13,8 @@ import yaml
 
 from eval.benchmarks.locomo.metrics import aggregate, paired_judgements
 from eval.rows import read_rows
+from tests.conftest import REPO as ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 PUBLISHED = sorted(p.parent for p in (ROOT / "results/published/runs/locomo").glob("*/*/*/metrics.json"))
 
 
