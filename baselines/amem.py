@@ -142,7 +142,7 @@ class AMemMemory:
         temperature: float | None = 0.0,
         name: str = "amem",
         *,
-        # output guard: no defaults, conf/system/amem.yaml decides (tests/unit/test_code_defaults.py)
+        # output guard: no defaults, conf/system/amem.yaml decides (tests/unit/repo/test_code_defaults.py)
         max_tokens: int | None,
         retry: Any,
         max_items: int | None,

@@ -211,7 +211,7 @@ class Mem0Memory:
         name: str = "mem0",
         request_timeout_s: float = 1800.0,
         *,
-        # no defaults: conf/system/mem0.yaml decides (tests/unit/test_code_defaults.py); None = Mem0's own prompt / no retry
+        # no defaults: conf/system/mem0.yaml decides (tests/unit/repo/test_code_defaults.py); None = Mem0's own prompt / no retry
         custom_instructions: str | None,
         retry: Any,
     ) -> None:

@@ -247,7 +247,7 @@ class MemGPTMemory:
         put_inner_thoughts_in_kwargs: bool = False,
         max_steps: int = 6,
         *,
-        retry: Any,  # no default: conf/system/memgpt.yaml decides (tests/unit/test_code_defaults.py); None = no retry
+        retry: Any,  # no default: conf/system/memgpt.yaml decides (tests/unit/repo/test_code_defaults.py); None = no retry
         tool_string_max_chars: int | None = 600,
         archival_tools: tuple[str, ...] = ("archival_memory_insert", "archival_memory_search"),
         persona: str = "I am a memory assistant. I keep what I learn about the people in this chat.",

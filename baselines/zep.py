@@ -200,7 +200,7 @@ class ZepMemory:
         name: str = "zep",
         temperature: float | None = 0.0,
         *,
-        # output guard: no defaults, conf/system/zep.yaml decides (tests/unit/test_code_defaults.py)
+        # output guard: no defaults, conf/system/zep.yaml decides (tests/unit/repo/test_code_defaults.py)
         max_tokens: int,
         retry: RetryPolicy | Mapping[str, Any] | None,
         max_items: int | None,

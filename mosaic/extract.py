@@ -314,7 +314,7 @@ class EntityExtractor:
         self,
         llm: LLMClient,
         max_entities: int = 3,
-        max_tokens: int = 320,  # defaults = conf/system/mosaic.yaml (tests/unit/test_code_defaults.py)
+        max_tokens: int = 320,  # defaults = conf/system/mosaic.yaml (tests/unit/repo/test_code_defaults.py)
         context_chars: int = 200,
         max_fact_chars: int = 300,
         copy_margin: float = 0.5,

