@@ -37,6 +37,24 @@ def _size(metrics: dict[str, Any]) -> int:
     return int((metrics.get("overall") or {}).get("n") or (metrics.get("counts") or {}).get("questions") or 0)
 
 
+def _halumem_data(metrics: dict[str, Any]) -> str:
+    """Which HaluMem file and how much of it: the input's sha256 prefix tells the development user from the
+    evaluation user (data/halumem-pilot/SHA256SUMS)."""
+    counts = metrics.get("counts") or {}
+    digests = ((metrics.get("metadata") or {}).get("input_files") or {}).values()
+    return f"{counts.get('sessions_added', 0)} sessions, {counts.get('questions', 0)} q, file {next(iter(digests), '?')[:8]}"
+
+
+def _links(metrics: dict[str, Any] | None) -> str:
+    """The save-time conflict check on HaluMem's real update events (MOSAIC rows; append-only rows have none)."""
+    links = (metrics or {}).get("update_links")
+    if not links:
+        return ""
+    n = links.get("update_points", 0)
+    return (" / ".join(str(links.get(k, 0)) for k in ("right", "wrong", "missed", "no_target"))
+            + f" of {n}; {links.get('false_alarms', 0)} of {links.get('non_update_points', 0)}")  # fmt: skip
+
+
 def decomposition_rows(runs_by_benchmark: dict[str, list[dict[str, Any]]], locomo_slice: Any) -> list[dict[str, Any]]:
     """Four rows per LoCoMo slice that has any decomposition run (``locomo_slice(metrics) -> str`` names it), so
     rows of one slice compare like with like; the HaluMem columns come from that system's largest HaluMem run.
@@ -63,8 +81,10 @@ def decomposition_rows(runs_by_benchmark: dict[str, list[dict[str, Any]]], locom
                 "LoCoMo slice": slice_name,
                 "LoCoMo judge": format_ci((lo or {}).get("overall", {}).get("judge")),
                 "LoCoMo token F1": format_ci((lo or {}).get("overall", {}).get("f1")),
+                "HaluMem data": _halumem_data(hm) if hm else "",
                 "HaluMem update correct / halluc. / omission": " / ".join(format_ci(updating.get(k)) for k in ("correct", "hallucination", "omission")) if hm else "",
                 "HaluMem QA correct / halluc. / omission": " / ".join(format_ci(qa.get(k)) for k in ("correct", "hallucination", "omission")) if hm else "",
+                "HaluMem update links right / wrong / missed / no target; false alarms": _links(hm),
                 "failures (LoCoMo; HaluMem)": "; ".join(failures_cell(m) for m in (lo, hm) if m),
             })  # fmt: skip
     return rows

@@ -25,10 +25,16 @@ def test_rows_are_picked_by_system_and_ablation_per_slice():
 
 
 def test_halumem_columns_come_from_the_same_system_and_ablation():
-    halumem = {"metadata": {"system": "mosaic", "ablation": "oracle_extractor", "overrides": []}, "counts": {"questions": 55},
+    halumem = {"metadata": {"system": "mosaic", "ablation": "oracle_extractor", "overrides": [], "input_files": {"benchmark.path": "e119" + "0" * 60}},
+               "counts": {"questions": 55, "sessions_added": 25},
+               "update_links": {"update_points": 62, "right": 3, "wrong": 2, "missed": 5, "no_target": 52, "false_alarms": 4, "non_update_points": 200},
                "updating": {"correct": {"mean": 0.5}, "hallucination": {"mean": 0.1}, "omission": {"mean": 0.4}},
                "qa": {"correct": {"mean": 0.6}, "hallucination": {"mean": 0.2}, "omission": {"mean": 0.2}}}  # fmt: skip
     rows = {r["row"]: r for r in decomposition_rows({"halumem": [halumem]}, lambda m: "")}
     assert rows["MOSAIC, oracle extractor"]["HaluMem update correct / halluc. / omission"] == "50.0 / 10.0 / 40.0"
     assert rows["MOSAIC, oracle extractor"]["HaluMem QA correct / halluc. / omission"] == "60.0 / 20.0 / 20.0"
     assert rows["rag over turns"]["HaluMem QA correct / halluc. / omission"] == ""
+    assert rows["MOSAIC, oracle extractor"]["HaluMem data"] == "25 sessions, 55 q, file e1190000"  # which user the cells are
+    links = "HaluMem update links right / wrong / missed / no target; false alarms"
+    assert rows["MOSAIC, oracle extractor"][links] == "3 / 2 / 5 / 52 of 62; 4 of 200"
+    assert rows["rag over turns"][links] == ""
