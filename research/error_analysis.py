@@ -258,10 +258,13 @@ def _held_vectors(state: dict[str, Any], held: list[dict[str, Any]]) -> np.ndarr
 def reach_markdown(reach: dict[str, Any]) -> list[str]:
     lines = [f"## Where the evidence of every question sits ({reach['questions_with_evidence']} questions with gold evidence, k = {reach['top_k']})", "",
              "| evidence | questions |", "|---|---|", *[f"| {label} | {reach['counts'][name]} |" for name, label in reach["labels"].items()], ""]
-    lines.append("Superseded entities by rule: " + ", ".join(f"{k} {v}" for k, v in reach["superseded_by"].items())
-                 + "; most often of attribute: " + ", ".join(f"{a or '(none)'} {n}" for a, n in reach["superseded_attributes"]) + ".  ")
-    lines.append("Queued by the gate because: " + ", ".join(f"{k} {v}" for k, v in reach["queued_because"].items())
-                 + "; most often of attribute: " + ", ".join(f"{a or '(none)'} {n}" for a, n in reach["queued_attributes"]) + ".")
+    for what, by, attributes in (("Superseded entities", "superseded_by", "superseded_attributes"),
+                                 ("Entities queued by the gate", "queued_because", "queued_attributes")):
+        if not reach[by]:
+            lines.append(f"{what}: none.  ")
+            continue
+        lines.append(f"{what}, by reason: " + ", ".join(f"{k} {v}" for k, v in reach[by].items())
+                     + "; most often of attribute: " + ", ".join(f"{a or '(none)'} {n}" for a, n in reach[attributes]) + ".  ")
     return lines + [""]
 
 
