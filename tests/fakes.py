@@ -101,20 +101,23 @@ class SchemaFakeLLM(FakeLLM):
 
 
 class HashEmbedder:
-    """Deterministic bag-of-hashed-words vectors (unit length); no model, built by Hydra in smoke tests."""
+    """Deterministic bag-of-hashed-words vectors (unit length; texts sharing words get similar vectors); no model,
+    built by Hydra in smoke tests. ``token_pattern`` decides what a word is (default: whitespace-separated)."""
 
-    def __init__(self, dim: int = 64, model_id: str = "hash-embedder") -> None:
+    def __init__(self, dim: int = 64, model_id: str = "hash-embedder", token_pattern: str = r"\S+") -> None:
         self.dim = dim
         self.model_id = model_id
+        self.token_pattern = token_pattern
 
     def encode(self, texts: list[str]) -> "np.ndarray":
         import hashlib
+        import re
 
         import numpy as np
 
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         for row, text in enumerate(texts):
-            for word in text.lower().split():
+            for word in re.findall(self.token_pattern, text.lower()):
                 out[row, int(hashlib.md5(word.encode()).hexdigest(), 16) % self.dim] += 1.0
             out[row] /= max(float(np.linalg.norm(out[row])), 1e-9)
         return out

@@ -2,29 +2,18 @@
 
 from __future__ import annotations
 
-import hashlib
-
 import numpy as np
 import pytest
 
 from baselines.full_context import FullContextMemory
 from baselines.rag import RagMemory
 from core.api import Inspectable, MemorySystem, Snapshottable, Turn
+from tests.fakes import HashEmbedder
 
 
-class BagOfWordsEmbedder:
+def BagOfWordsEmbedder() -> HashEmbedder:  # noqa: N802 (the tests build it like a class)
     """Hashed bag of words, unit-normalised: shared words -> higher cosine. Test stand-in only."""
-
-    dim = 256
-    model_id = "bow-test"
-
-    def encode(self, texts: list[str]) -> np.ndarray:
-        out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        for row, text in enumerate(texts):
-            for word in text.lower().replace(":", " ").split():
-                out[row, int(hashlib.md5(word.encode()).hexdigest(), 16) % self.dim] += 1.0
-        norms = np.linalg.norm(out, axis=1, keepdims=True)
-        return out / np.where(norms == 0, 1, norms)
+    return HashEmbedder(dim=256, model_id="bow-test", token_pattern=r"[^\s:]+")
 
 
 TURNS = [

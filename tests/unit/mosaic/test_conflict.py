@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import hashlib
 import math
-import re
 
 import numpy as np
 import pytest
@@ -14,21 +12,12 @@ from mosaic.entity import Entity
 from mosaic.graph import MemoryGraph
 from core.quantities import mask_numbers, numeric_clash, quantities
 from tests.fakes import FakeLLM
+from tests.fakes import HashEmbedder as FakeHashEmbedder
 
 
-class HashEmbedder:
-    """Bag-of-words hashing embedder: deterministic, and similar texts share words."""
-
-    dim = 384
-    model_id = "hash"
-
-    def encode(self, texts: list[str]) -> np.ndarray:
-        out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        for row, text in enumerate(texts):
-            for word in re.findall(r"[a-z#]+|\d+", text.lower()):
-                out[row, int(hashlib.md5(word.encode()).hexdigest(), 16) % self.dim] += 1.0
-            out[row] /= max(np.linalg.norm(out[row]), 1e-9)
-        return out
+def HashEmbedder() -> FakeHashEmbedder:  # noqa: N802 (the tests build it like a class)
+    """Bag-of-words hashing embedder: deterministic, and similar texts share words ("#" is a word: masked numbers)."""
+    return FakeHashEmbedder(dim=384, model_id="hash", token_pattern=r"[a-z#]+|\d+")
 
 
 def _graph(texts: list[str], session_time: str | None = "2024-01-01", confidence: float = 1.0) -> MemoryGraph:

@@ -2,31 +2,17 @@
 
 from __future__ import annotations
 
-import hashlib
-import re
-
 import numpy as np
 import pytest
 
 from mosaic.entity import Entity
 from mosaic.graph import GraphFormatError, MemoryGraph
+from tests.fakes import HashEmbedder
 
 
-class BowEmbedder:
+def BowEmbedder() -> HashEmbedder:  # noqa: N802 (the tests build it like a class)
     """Hashed bag of words: texts sharing words get similar unit vectors (fast, deterministic)."""
-
-    dim = 384
-    model_id = "bow"
-
-    def encode(self, texts: list[str]) -> np.ndarray:
-        out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        for row, text in enumerate(texts):
-            for word in re.findall(r"[a-z0-9]+", text.lower()):
-                out[row, int(hashlib.md5(word.encode()).hexdigest(), 16) % self.dim] += 1.0
-            norm = np.linalg.norm(out[row])
-            if norm:
-                out[row] /= norm
-        return out
+    return HashEmbedder(dim=384, model_id="bow", token_pattern=r"[a-z0-9]+")
 
 
 def _e(eid: str, text: str, **kw) -> Entity:
