@@ -4,6 +4,10 @@ results/published/, where scripts/make_tables.py and the notebook read.
 Why a module of its own: publishing is one checked step (clean provenance, no overwrite of other metrics)
 instead of a hand-typed ``cp -r``, and the tables and the ``scripts.publish`` command share its
 provenance check. The command is ``python -m scripts.publish <run folder> [--unfinished]``.
+
+A HaluMem run is published without dataset or model text (its data is CC BY-NC-ND 4.0 and never committed):
+rows keep only their non-text fields, ``system/`` and ``wandb/`` stay behind, and PUBLISHED.md in the published
+folder says what was left out (eval/benchmarks/halumem/public.py, docs/halumem.md "Publishing a run").
 """
 
 from __future__ import annotations
@@ -14,6 +18,9 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import yaml
+
+from eval.benchmarks.halumem import public as halumem_public
 from eval.ingest_cost import ingest_cost
 from eval.provenance import same_code
 from eval.runner import read_metrics
@@ -44,17 +51,44 @@ def provenance_flags(metrics: dict[str, Any]) -> list[str]:
     return flags
 
 
+def is_halumem(run: Path, metrics: dict[str, Any] | None = None) -> bool:
+    """Whether ``run`` is a HaluMem run folder: by its metrics.json, its config.yaml or its path
+    (results/runs/halumem/...); any one of them is enough, so a HaluMem run is never copied whole."""
+    metrics = metrics or {}
+    meta = metrics.get("metadata", {})
+    config: dict[str, Any] = {}
+    if (run / "config.yaml").is_file():
+        try:
+            config = (yaml.safe_load((run / "config.yaml").read_text(encoding="utf-8")) or {}).get("benchmark") or {}
+        except yaml.YAMLError:
+            config = {}
+    names = (metrics.get("benchmark"), meta.get("benchmark"), config.get("name"), run.parts[-RUN_PATH_PARTS] if len(run.parts) >= RUN_PATH_PARTS else None)
+    targets = (meta.get("benchmark_target"), config.get("_target_"))
+    return "halumem" in names or any(str(t or "").startswith("eval.benchmarks.halumem") for t in targets)
+
+
+def _copy_run(run: Path, target: Path, metrics: dict[str, Any] | None) -> None:
+    """The run folder's publishable content to ``target``: all of it (lock and half-written files aside), or for
+    a HaluMem run the part without dataset text (eval/benchmarks/halumem/public.py)."""
+    if is_halumem(run, metrics):
+        halumem_public.publish_copy(run, target, metrics)
+    else:
+        shutil.copytree(run, target, ignore=RUN_FOLDER_SCRATCH)
+
+
 def publish(run: Path, published_runs: Path | None = None) -> Path:
     """Copy a finished run folder to ``<published_runs>/<benchmark>/<system>/<ablation>/<hash>``; its new path.
 
     Refuses a folder without metrics.json (unfinished) and one whose metrics.json records a dirty tree or a
     code change during the run (published rows come from one committed sha). A folder published already is
-    left as it is when its metrics.json is the same file, and refused when it differs."""
+    left as it is when its metrics.json is the same file, and refused when it differs. A HaluMem run is copied
+    without text (module docstring) and refused when its kept rows do not give its metrics back."""
     run = ROOT / run if not run.is_absolute() else run
     metrics_file = run / "metrics.json"
     if not metrics_file.is_file():
         raise SystemExit(f"{run}: no metrics.json; finish the run (rerun its command) before publishing it")
-    flags = provenance_flags(read_metrics(metrics_file))
+    metrics = read_metrics(metrics_file)
+    flags = provenance_flags(metrics)
     if flags:
         raise SystemExit(f"{run}: not publishable: {'; '.join(flags)}; rerun it from a clean tree at one commit")
     target = (published_runs or PUBLISHED_RUNS).joinpath(*run.parts[-RUN_PATH_PARTS:])
@@ -62,7 +96,7 @@ def publish(run: Path, published_runs: Path | None = None) -> Path:
         if filecmp.cmp(target / "metrics.json", metrics_file, shallow=False):
             return target
         raise SystemExit(f"{target} exists with other metrics; remove it first if {run} is to replace it")
-    shutil.copytree(run, target, ignore=RUN_FOLDER_SCRATCH)
+    _copy_run(run, target, metrics)
     return target
 
 
@@ -90,6 +124,6 @@ def publish_unfinished(run: Path, unfinished_runs: Path | None = None) -> Path:
     target = (unfinished_runs or UNFINISHED_RUNS).joinpath(*run.parts[-RUN_PATH_PARTS:])
     if target.exists():
         shutil.rmtree(target)
-    shutil.copytree(run, target, ignore=RUN_FOLDER_SCRATCH)
+    _copy_run(run, target, None)
     (target / "ingest_cost.json").write_text(json.dumps(cost, indent=2, default=str) + "\n", encoding="utf-8")
     return target

@@ -95,7 +95,8 @@ def clarify_metrics(bench: Any, rows: dict[str, list[dict[str, Any]]], extractio
         "budget_per_session": bench.clarify_budget,
         "asked": len(asked),
         "answers": {a: sum(r["answer"] == a for r in asked) for a in ("yes", "no", "unknown")},
-        "entities_committed": sum(len(r["committed"]) for r in asked),
+        # the memory ids a clarification stored; a published row holds their count (halumem/public.py)
+        "entities_committed": sum(r["committed"] if isinstance(r["committed"], int) else len(r["committed"]) for r in asked),
         "updates_applied": sum(r["updated"] for r in asked),
         "without": {
             "extraction": extraction_metrics(rows["integrity_noclarify"], rows["accuracy_noclarify"], n_boot, seed)

@@ -129,3 +129,190 @@ def test_an_unfinished_run_is_published_with_its_ingest_cost_and_replaced_by_a_l
     (run / "metrics.json").write_text("{}")
     with pytest.raises(SystemExit, match="is finished"):
         run_rows.publish_unfinished(run)
+
+
+# ----------------------------------------------------------------------------- HaluMem: published without dataset text
+def _fixture_texts() -> set[str]:
+    """Every text of the tiny HaluMem fixture: persona, dialogue turns, memory points and the memories they
+    update, questions, answers and evidence."""
+    from tests.unit.eval.benchmarks.halumem.test_halumem import TINY
+
+    texts: set[str] = set()
+    for line in TINY.read_text().splitlines():
+        user = json.loads(line)
+        texts.add(user["persona_info"])
+        for session in user["sessions"]:
+            texts.update(turn["content"] for turn in session["dialogue"])
+            for point in session["memory_points"]:
+                texts.add(point["memory_content"])
+                texts.update(point["original_memories"])
+            for question in session["questions"]:
+                texts.update((question["question"], question["answer"]))
+                texts.update(e["memory_content"] for e in question["evidence"])
+    return texts
+
+
+def _windows(texts: set[str], width: int = 20) -> set[str]:
+    return {t[i : i + width] for t in texts for i in range(len(t) - width + 1)}
+
+
+def _leaking_judge(messages, schema):
+    """HaluMem's verdicts, except the QA verdict of the cat question: a label out of range whose reason quotes
+    the prompt, so the failure message holds dataset text (judge.py keeps 200 characters of it)."""
+    from tests.unit.eval.benchmarks.halumem.test_halumem import _fixed_judge
+
+    user = messages[-1]["content"]
+    if "label" in schema["properties"] and "Lena's cat" in user:
+        return {"reason": user[user.index("What is the name"):], "label": "Maybe"}
+    return _fixed_judge(messages, schema)
+
+
+def _halumem_run(root, system_name="conflicting", **settings):
+    """A finished HaluMem run folder as run.py leaves one (rows, metrics.json with clean provenance, config.yaml,
+    the system's saved state with the stored texts under system/, a W&B table of the answers under wandb/)."""
+    import dataclasses
+
+    import yaml
+
+    from eval.benchmarks.halumem.benchmark import HaluMemBenchmark
+    from tests.fakes import FakeLLM
+    from tests.unit.eval.benchmarks.halumem.test_halumem import TINY, ClarifyingMemory, ConflictingMemory, EchoAnswerer, _ctx
+
+    run = root / "results" / "runs" / "halumem" / system_name / "none" / "h1"
+    system = {"conflicting": ConflictingMemory, "clarifying": ClarifyingMemory}[system_name]()
+    bench = HaluMemBenchmark(path=str(TINY), bootstrap_samples=50, **settings)
+    metrics = bench.run(system, _ctx(run, FakeLLM(_leaking_judge), EchoAnswerer()))
+    metrics["metadata"] = {"git_sha": "abc", "git_sha_start": "abc", "benchmark": "halumem", "system": system_name,
+                           "llm_model_id": "fake", "benchmark_target": "eval.benchmarks.halumem.benchmark.HaluMemBenchmark"}
+    (run / "metrics.json").write_text(json.dumps(metrics, indent=2, default=str))
+    config = {f.name: getattr(bench, f.name) for f in dataclasses.fields(bench) if f.init and not f.name.startswith("_")}
+    (run / "config.yaml").write_text(yaml.safe_dump({"benchmark": {"_target_": "eval.benchmarks.halumem.benchmark.HaluMemBenchmark", **config}}))
+    (run / "overrides.json").write_text(json.dumps(["experiment=halumem"]))
+    (run / "provenance.json").write_text(json.dumps({"code_at_start": {"git_sha": "abc", "dirty": False}}))
+    (run / "table.md").write_text(HaluMemBenchmark.make_table([metrics]).to_string())
+    (run / "system" / system_name).mkdir(parents=True)
+    (run / "system" / system_name / "state.json").write_text(json.dumps({ns: [i.text for i in items] for ns, items in system.items.items()}))
+    (run / "wandb").mkdir()
+    (run / "wandb" / "qa_table.json").write_text((run / "halumem_qa.jsonl").read_text())
+    (run / ".lock").write_text("")
+    return run, metrics
+
+
+@pytest.mark.parametrize(("system_name", "settings"), [("conflicting", {"oracle_facts": True}),
+                                                       ("clarifying", {"clarify": "oracle", "clarify_budget": 2, "clarify_match_threshold": 0.4})])
+def test_a_halumem_run_is_published_without_dataset_text_and_scores_the_same(tmp_path, system_name, settings):
+    """CC BY-NC-ND data, never committed: a published HaluMem folder holds no 20 characters of the fixture's text,
+    no system/ or wandb/, says so in PUBLISHED.md, and its rows give the run's metrics back, CIs included."""
+    from eval import publishing
+    from eval.benchmarks.halumem.benchmark import HaluMemBenchmark
+    from eval.benchmarks.halumem.public import reaggregate
+    from eval.rows import read_rows
+
+    run, metrics = _halumem_run(tmp_path, system_name, **settings)
+    assert _windows(_fixture_texts()) & _windows({(run / "halumem_qa.jsonl").read_text()})  # the run folder holds them
+    assert any(r["failure"] and "What is the name" in r["failure"] for r in read_rows(run / "halumem_qa.jsonl"))
+    target = publishing.publish(run, tmp_path / "published")
+    assert target == tmp_path / "published" / "halumem" / system_name / "none" / "h1"
+    files = sorted(str(p.relative_to(target)) for p in target.rglob("*"))
+    assert "system" not in files and "wandb" not in files and ".lock" not in files
+    assert {"config.yaml", "overrides.json", "provenance.json", "metrics.json", "table.md", "PUBLISHED.md",
+            "halumem_qa.jsonl", "halumem_updates.jsonl", "halumem_integrity.jsonl", "halumem_accuracy.jsonl"} <= set(files)
+    assert (target / "metrics.json").read_bytes() == (run / "metrics.json").read_bytes()
+    # (a) no 20 characters of the fixture's dialogues, memory points, questions or answers in any published file
+    fixture = _windows(_fixture_texts())
+    for path in target.rglob("*"):
+        assert not fixture & _windows({path.read_text()}), path.name
+    note = (target / "PUBLISHED.md").read_text()
+    assert "CC BY-NC-ND 4.0" in note and str(run) in note and "`system/`" in note and "`wandb/`" in note
+    assert "re-aggregation check" in note.lower() and ": identical." in note
+    qa = read_rows(target / "halumem_qa.jsonl")
+    assert {r["failure"] for r in qa} == {None, "bad label"} and not {"question", "gold", "response", "reason"} & {k for r in qa for k in r}
+    updates = read_rows(target / "halumem_updates.jsonl")
+    assert all(r["n_returned"] >= 1 and r["n_original_memories"] >= 1 and "returned" not in r for r in updates)
+    # (b) the published rows give the run's metrics back: every section, CIs included, and the same Table 2
+    again = reaggregate(target)
+    for section in ("main_metric", "updating", "qa", "extraction", "by_question_type", "by_memory_type", "update_links", "counts",
+                    "failures", "clarify"):
+        assert json.dumps(again.get(section), sort_keys=True) == json.dumps(metrics.get(section), sort_keys=True), section
+    assert again["update_links"] or system_name != "conflicting"
+    assert again.get("clarify") or system_name != "clarifying"
+    assert again["failures"]["rows"] == 1
+    meta = {"metadata": metrics["metadata"]}
+    assert HaluMemBenchmark.make_table([{**again, **meta}]).equals(HaluMemBenchmark.make_table([metrics]))
+    assert publishing.publish(run, tmp_path / "published") == target  # published already: left as it is
+
+
+def test_a_halumem_folder_is_refused_when_it_cannot_be_published_without_text(tmp_path):
+    """A new row table (no list of public fields), a kept field that holds text, dataset text in metrics.json, and
+    rows that no longer give the metrics back are refused, leaving nothing published; a new field is dropped."""
+    from eval import publishing
+    from eval.rows import read_rows
+
+    run, metrics = _halumem_run(tmp_path)
+    published = tmp_path / "published"
+    (run / "halumem_foo.jsonl").write_text('{"key": "k", "text": "x"}\n')
+    with pytest.raises(SystemExit, match="no list of publishable fields"):
+        publishing.publish(run, published)
+    (run / "halumem_foo.jsonl").unlink()
+    rows = (run / "halumem_qa.jsonl").read_text().splitlines()
+    first = json.loads(rows[0])
+    long_label = {**first, "difficulty": "x" * 80}
+    (run / "halumem_qa.jsonl").write_text("\n".join([json.dumps(long_label), *rows[1:]]) + "\n")
+    with pytest.raises(SystemExit, match="text rather than a label"):
+        publishing.publish(run, published)
+    (run / "halumem_qa.jsonl").write_text("\n".join([json.dumps({**first, "explanation": "a brand new text field"}), *rows[1:]]) + "\n")
+    leaky = {**metrics, "examples": [first["question"]]}
+    (run / "metrics.json").write_text(json.dumps(leaky, indent=2, default=str))
+    with pytest.raises(SystemExit, match="holds HaluMem text"):
+        publishing.publish(run, published)
+    (run / "metrics.json").write_text(json.dumps({**metrics, "qa": {**metrics["qa"], "n": 99}}, indent=2, default=str))
+    with pytest.raises(SystemExit, match="do not give the run's metrics back"):
+        publishing.publish(run, published)
+    assert not published.exists() or not any(published.rglob("*.jsonl"))
+    (run / "metrics.json").write_text(json.dumps(metrics, indent=2, default=str))
+    target = publishing.publish(run, published)
+    assert "explanation" not in read_rows(target / "halumem_qa.jsonl")[0]  # a field not on the list is left out
+    assert [p.name for p in target.parent.iterdir()] == ["h1"]  # no staging folder left behind
+
+
+def test_a_halumem_run_is_recognised_by_its_metrics_its_config_or_its_path(tmp_path):
+    from eval.publishing import is_halumem
+
+    elsewhere = tmp_path / "runs" / "x" / "rag" / "none" / "h"
+    elsewhere.mkdir(parents=True)
+    assert not is_halumem(elsewhere, {"benchmark": "locomo"})
+    assert is_halumem(elsewhere, {"benchmark": "halumem"})
+    assert is_halumem(elsewhere, {"metadata": {"benchmark_target": "eval.benchmarks.halumem.HaluMemBenchmark"}})
+    assert is_halumem(tmp_path / "runs" / "halumem" / "rag" / "none" / "h", {})
+    (elsewhere / "config.yaml").write_text("benchmark:\n  _target_: eval.benchmarks.halumem.benchmark.HaluMemBenchmark\n  name: mine\n")
+    assert is_halumem(elsewhere, {})
+
+
+def test_a_locomo_run_is_still_published_whole(tmp_path):
+    """Only HaluMem runs lose their text: a LoCoMo run folder, system/ and wandb/ included, is copied as it is."""
+    import filecmp
+
+    from eval import publishing
+
+    run = _finished_run(tmp_path)
+    (run / "system" / "mosaic").mkdir(parents=True)
+    (run / "system" / "mosaic" / "conv-26.json").write_text('{"entities": ["Caroline went to the LGBTQ support group."]}')
+    (run / "wandb").mkdir()
+    (run / "wandb" / "run.json").write_text("{}")
+    target = publishing.publish(run, tmp_path / "published")
+    compared = filecmp.dircmp(run, target, ignore=[".lock"])
+    assert not compared.left_only and not compared.right_only and not compared.diff_files
+    assert not (target / "PUBLISHED.md").exists()
+    assert (target / "system" / "mosaic" / "conv-26.json").read_text() == (run / "system" / "mosaic" / "conv-26.json").read_text()
+
+
+def test_the_reaggregation_check_tells_a_row_order_from_a_lost_field():
+    """A multi-user run with run.workers > 1 wrote its rows in the order users finished but bootstrapped them in the
+    data file's order: only CI bounds can move then. A mean or count that moves means the kept rows lost something."""
+    from eval.benchmarks.halumem.public import compare_metrics
+
+    metrics = {"qa": {"correct": {"mean": 0.5, "ci_low": 0.2, "ci_high": 0.8, "n": 4}, "n": 4}, "variant": "Medium", "metadata": {"x": 1}}
+    assert compare_metrics(metrics, {"qa": metrics["qa"], "variant": "worded otherwise now"}) == "identical"
+    assert compare_metrics(metrics, {"qa": {"correct": {"mean": 0.5, "ci_low": 0.25, "ci_high": 0.75, "n": 4}, "n": 4}}) == "CI bounds differ"
+    with pytest.raises(SystemExit, match="differing: qa"):
+        compare_metrics(metrics, {"qa": {"correct": {"mean": 0.75, "ci_low": 0.2, "ci_high": 0.8, "n": 4}, "n": 4}})
