@@ -202,7 +202,7 @@ def test_turn_index_adds_each_turn_once_and_ranks_by_cosine():
         calls.append(list(texts))
         return BowEmbedder().encode(texts)
 
-    assert index.search(np.ones(BowEmbedder.dim), 3) == []
+    assert index.search(np.ones(BowEmbedder().dim), 3) == []
     assert index.extend({"D1:1": "Ana: I work as a nurse.", "D1:2": "Ana: I have two dogs."}, encode) == 2
     assert index.extend({"D1:1": "Ana: I work as a nurse.", "D1:3": "Bo: I sing."}, encode) == 1
     assert calls == [["Ana: I work as a nurse.", "Ana: I have two dogs."], ["Bo: I sing."]] and len(index) == 3
