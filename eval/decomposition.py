@@ -47,9 +47,11 @@ def _halumem_data(metrics: dict[str, Any]) -> str:
 
 def _links(metrics: dict[str, Any] | None) -> str:
     """The save-time conflict check on HaluMem's real update events (MOSAIC rows; append-only rows have none)."""
-    links = (metrics or {}).get("update_links")
-    if not links:
+    if metrics is None:
         return ""
+    links = metrics.get("update_links")
+    if not links:
+        return "no check (append-only)"
     n = links.get("update_points", 0)
     return (" / ".join(str(links.get(k, 0)) for k in ("right", "wrong", "missed", "no_target"))
             + f" of {n}; {links.get('false_alarms', 0)} of {links.get('non_update_points', 0)}")  # fmt: skip

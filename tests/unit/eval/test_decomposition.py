@@ -30,11 +30,14 @@ def test_halumem_columns_come_from_the_same_system_and_ablation():
                "update_links": {"update_points": 62, "right": 3, "wrong": 2, "missed": 5, "no_target": 52, "false_alarms": 4, "non_update_points": 200},
                "updating": {"correct": {"mean": 0.5}, "hallucination": {"mean": 0.1}, "omission": {"mean": 0.4}},
                "qa": {"correct": {"mean": 0.6}, "hallucination": {"mean": 0.2}, "omission": {"mean": 0.2}}}  # fmt: skip
-    rows = {r["row"]: r for r in decomposition_rows({"halumem": [halumem]}, lambda m: "")}
+    rag_facts = {**halumem, "metadata": {**halumem["metadata"], "system": "rag", "ablation": "oracle_facts"}}
+    del rag_facts["update_links"]
+    rows = {r["row"]: r for r in decomposition_rows({"halumem": [halumem, rag_facts]}, lambda m: "")}
     assert rows["MOSAIC, oracle extractor"]["HaluMem update correct / halluc. / omission"] == "50.0 / 10.0 / 40.0"
     assert rows["MOSAIC, oracle extractor"]["HaluMem QA correct / halluc. / omission"] == "60.0 / 20.0 / 20.0"
     assert rows["rag over turns"]["HaluMem QA correct / halluc. / omission"] == ""
     assert rows["MOSAIC, oracle extractor"]["HaluMem data"] == "25 sessions, 55 q, file e1190000"  # which user the cells are
     links = "HaluMem update links right / wrong / missed / no target; false alarms"
     assert rows["MOSAIC, oracle extractor"][links] == "3 / 2 / 5 / 52 of 62; 4 of 200"
-    assert rows["rag over turns"][links] == ""
+    assert rows["rag over turns"][links] == ""  # no run
+    assert rows["rag over oracle facts"][links] == "no check (append-only)"  # a run with no conflict check
