@@ -20,6 +20,8 @@ from core.api import HarnessError
 
 log = logging.getLogger(__name__)
 
+EMBED_CACHE_FILE = "embed_cache.sqlite"  # the file name conf/embedder/*.yaml give cache_path inside cache_dir
+
 
 class EmbedCacheError(HarnessError):
     """The embedding cache file is not a usable SQLite database; the message names it and the fix."""
@@ -47,6 +49,21 @@ def resolve_embedder_path(model: str) -> str:
     return model
 
 
+def open_vector_cache(path: Path) -> sqlite3.Connection:
+    """The embedding cache's SQLite file (table ``vectors``: key, float32 bytes), created if absent; shared by the
+    embedder and the cache archive (core/embed_archive.py) so both read one schema."""
+    try:
+        connection = sqlite3.connect(path, check_same_thread=False, timeout=60)
+        connection.execute("PRAGMA journal_mode=WAL")
+        connection.execute("CREATE TABLE IF NOT EXISTS vectors (key TEXT PRIMARY KEY, vec BLOB NOT NULL)")
+    except sqlite3.DatabaseError as err:
+        raise EmbedCacheError(
+            f"embedding cache {path} cannot be used ({err}): delete the file (and its -wal/-shm files) to "
+            "start a fresh cache, or point embedder.cache_path elsewhere"
+        ) from err
+    return connection
+
+
 class SentenceEmbedder:
     """sentence-transformers behind an SQLite vector cache keyed by (model id, text)."""
 
@@ -60,15 +77,7 @@ class SentenceEmbedder:
         self._cache: sqlite3.Connection | None = None
         if cache_path:
             Path(cache_path).parent.mkdir(parents=True, exist_ok=True)
-            try:
-                self._cache = sqlite3.connect(cache_path, check_same_thread=False, timeout=60)
-                self._cache.execute("PRAGMA journal_mode=WAL")
-                self._cache.execute("CREATE TABLE IF NOT EXISTS vectors (key TEXT PRIMARY KEY, vec BLOB NOT NULL)")
-            except sqlite3.DatabaseError as err:
-                raise EmbedCacheError(
-                    f"embedding cache {cache_path} cannot be used ({err}): delete the file (and its -wal/-shm files) to "
-                    "start a fresh cache, or point embedder.cache_path elsewhere"
-                ) from err
+            self._cache = open_vector_cache(Path(cache_path))
         self.dim = 384
 
     def close(self) -> None:
