@@ -26,6 +26,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
+RUN_PLACEMENT = ("results_dir=", "logger=")
+
+
 def git_state() -> dict[str, object]:
     sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
     dirty = bool(subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT, capture_output=True, text=True).stdout.strip())
@@ -52,7 +55,9 @@ def differences(published: dict, rerun: dict, sections: tuple[str, ...]) -> list
 def rerun(folder: Path, archive: Path | None, python: str, sections: tuple[str, ...]) -> dict[str, object]:
     folder = folder.resolve()
     published = json.loads((folder / "metrics.json").read_text())
-    overrides = json.loads((folder / "overrides.json").read_text())
+    # where results and logs went decides nothing; the rerun puts its own (and a reference run made with
+    # results_dir=... would otherwise carry another machine's path)
+    overrides = [o for o in json.loads((folder / "overrides.json").read_text()) if not o.startswith(RUN_PLACEMENT)]
     shown = str(folder.relative_to(ROOT)) if folder.is_relative_to(ROOT) else str(folder)
     with tempfile.TemporaryDirectory(prefix="cached_rerun_") as tmp:
         cache_dir, results_dir = Path(tmp) / "cache", Path(tmp) / "results"
