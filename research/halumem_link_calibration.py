@@ -2,6 +2,7 @@
 
     python -m research.halumem_link_calibration                      # development user 0
     python -m research.halumem_link_calibration --threshold 0.8 --show 12
+    python -m research.halumem_link_calibration --candidates      # can the conflict check's k-nearest step find them?
 
 For every update point (``is_update`` with ``original_memories``) of a HaluMem file, each original memory is
 compared with every earlier non-interference gold point of its user (MiniLM cosine, the harness's embedder):
@@ -48,17 +49,47 @@ def best_earlier_matches(path: Path, embedder: SentenceEmbedder) -> list[tuple[f
     return out
 
 
+def candidate_ranks(path: Path, embedder: SentenceEmbedder, threshold: float) -> list[tuple[int, float]]:
+    """For every update point whose original memory is held (an earlier gold point at cosine >= ``threshold``):
+    (rank, cosine) of that earlier point among all earlier points, seen from the update point's own text. This
+    is what the save-time conflict check's k-nearest step faces in an oracle run (it queries with the new fact),
+    so ranks above ``system.conflict.k`` are misses no judge can repair. An approximation: the run's memory also
+    drops superseded facts and holds the gate's queue, and the check adds graph neighbours."""
+    out = []
+    for user in load_halumem_jsonl(path):
+        earlier: list[str] = []
+        for session in user.sessions:
+            for point in session.memory_points:
+                if not point.is_searched_update or not earlier:
+                    continue
+                held = embedder.encode(earlier)
+                targets = {int((held @ embedder.encode([o])[0]).argmax()) for o in point.original_memories}
+                targets = {j for j in targets if any(float(held[j] @ embedder.encode([o])[0]) >= threshold for o in point.original_memories)}
+                if not targets:
+                    continue
+                sims = held @ embedder.encode([point.content])[0]
+                order = list(np.argsort(-sims, kind="stable"))
+                best = min(targets, key=order.index)
+                out.append((order.index(best) + 1, float(sims[best])))
+            earlier += [p.content for p in session.memory_points if not p.is_interference]
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--file", type=Path, default=DEV_FILE)
     parser.add_argument("--threshold", type=float, default=0.8)
     parser.add_argument("--show", type=int, default=0, help="print this many pairs spread over the cosine range")
     parser.add_argument("--cache", type=Path, default=None, help="embedding cache (SQLite)")
+    parser.add_argument("--candidates", action="store_true",
+                        help="also: rank of the replaced memory among earlier points, seen from the update point (conflict.k)")
+    parser.add_argument("--duplicate-similarity", type=float, default=0.95, help="conf/system/mosaic.yaml conflict.duplicate_similarity")
     args = parser.parse_args(argv)
     if args.file.name == EVAL_NAME:
         print(f"error: {args.file} is HaluMem's evaluation user; calibrate on the development user ({DEV_FILE})", file=sys.stderr)
         return 2
-    rows = best_earlier_matches(args.file, SentenceEmbedder(cache_path=str(args.cache) if args.cache else None))
+    embedder = SentenceEmbedder(cache_path=str(args.cache) if args.cache else None)
+    rows = best_earlier_matches(args.file, embedder)
     best = np.array([r[0] for r in rows])
     print(f"{args.file}: {len(rows)} original memories of update points")
     print(f"  verbatim an earlier gold point: {sum(r[1] for r in rows)}")
@@ -70,6 +101,15 @@ def main(argv: list[str] | None = None) -> int:
     ordered = sorted(rows)
     for row in ordered[:: max(1, len(ordered) // args.show)] if args.show else []:
         print(f"  {row[0]:.3f} | {row[2][:90]} || {row[3][:90]}")
+    if args.candidates:
+        ranks = candidate_ranks(args.file, embedder, args.threshold)
+        cut = ", ".join(f"<= {k}: {sum(r <= k for r, _ in ranks)}" for k in (1, 3, 5, 10, 20))
+        print(f"update points with the replaced memory held: {len(ranks)}; its rank from the update point's text {cut}")
+        print(f"  of them at cosine >= {args.duplicate_similarity} (conflict.duplicate_similarity: taken for a restatement, "
+              f"no judge call): {sum(c >= args.duplicate_similarity for _, c in ranks)}; below conflict.min_similarity 0.2: "
+              f"{sum(c < 0.2 for _, c in ranks)}")
+        print("  its cosine to the update point, percentiles 10/25/50/75/90: "
+              + " / ".join(f"{v:.2f}" for v in np.percentile([c for _, c in ranks], [10, 25, 50, 75, 90])))
     return 0
 
 
