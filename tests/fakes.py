@@ -121,3 +121,14 @@ class HashEmbedder:
                 out[row, int(hashlib.md5(word.encode()).hexdigest(), 16) % self.dim] += 1.0
             out[row] /= max(float(np.linalg.norm(out[row])), 1e-9)
         return out
+
+
+def fill_vector_cache(cache_dir: Any, vectors: dict[str, Any]) -> None:
+    """Write ``key -> float32 vector`` rows into ``cache_dir``'s embedding cache, as a run would have left them."""
+    from core.embed import EMBED_CACHE_FILE, open_vector_cache
+
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    cache = open_vector_cache(cache_dir / EMBED_CACHE_FILE)
+    cache.executemany("INSERT OR REPLACE INTO vectors VALUES (?, ?)", [(k, v.tobytes()) for k, v in vectors.items()])
+    cache.commit()
+    cache.close()

@@ -9,6 +9,7 @@ import pytest
 
 from core.llm.cache import ResponseCache, request_key
 from tests.conftest import REPO
+from tests.fakes import fill_vector_cache
 from tests.script_loader import load_script
 
 archive_tool = load_script("cache_archive")
@@ -104,16 +105,6 @@ def test_a_changed_byte_in_an_archive_stores_nothing_and_names_the_archive(tmp_p
     assert _read(tmp_path / "b") == {}  # nothing half-imported
 
 
-def _fill_vectors(cache_dir, vectors):
-    from core.embed import EMBED_CACHE_FILE, open_vector_cache
-
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    cache = open_vector_cache(cache_dir / EMBED_CACHE_FILE)
-    cache.executemany("INSERT OR REPLACE INTO vectors VALUES (?, ?)", [(k, v.tobytes()) for k, v in vectors.items()])
-    cache.commit()
-    cache.close()
-
-
 def test_embeddings_travel_bit_exact_beside_the_responses(tmp_path):
     """A cached rerun re-embeds nothing: the vectors come back byte for byte, and the import finds their file."""
     import numpy as np
@@ -125,11 +116,11 @@ def test_embeddings_travel_bit_exact_beside_the_responses(tmp_path):
     vectors = {embedder._key(f"text {i}"): rng.standard_normal(384).astype(np.float32) for i in range(4)}
     embedder.close()
     _fill(tmp_path / "a", ENTRIES)
-    _fill_vectors(tmp_path / "a", vectors)
+    fill_vector_cache(tmp_path / "a", vectors)
     archive = tmp_path / "run.jsonl.gz"
     archive_tool.main(["export", str(tmp_path / "a"), str(archive), "--embeddings"])
     assert (tmp_path / "run.embeddings.jsonl.gz").is_file()
-    _fill_vectors(tmp_path / "b", {next(iter(vectors)): np.zeros(384, np.float32)})  # held: never overwritten
+    fill_vector_cache(tmp_path / "b", {next(iter(vectors)): np.zeros(384, np.float32)})  # held: never overwritten
     archive_tool.main(["import", str(archive), str(tmp_path / "b")])
     restored = SentenceEmbedder(cache_path=str(tmp_path / "b" / "embed_cache.sqlite"))
     got = restored.encode(["text 1", "text 2", "text 3"])  # all cached: the model is never loaded
