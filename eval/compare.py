@@ -9,6 +9,10 @@ module reads run folders as ``eval.runner`` writes them and makes no LLM call:
   ``predictions.jsonl``), overall and per category;
 - conflict-suite runs: per-case detection (strict, conflicting probes) and false alarm (lenient,
   non-conflicting probes), from ``cases.jsonl``;
+- HaluMem runs: per-question QA labels and per-update-point update labels (``halumem_qa.jsonl``,
+  ``halumem_updates.jsonl``, published copies included), optionally over the first N sessions only, so a
+  session-limited run is compared with the same sessions of a whole-user run (questions and updates are
+  asked right after their session's add, so those rows do not depend on later sessions);
 - both: what the write path cost per ingested turn (calls, tokens, seconds), by purpose.
 
 The paired bootstrap resamples item indices (the same index for both runs) through
@@ -23,6 +27,8 @@ from typing import Any
 
 import numpy as np
 
+from eval.benchmarks.halumem.judge import QA_LABELS as HALUMEM_LABELS  # Correct/Hallucination/Omission: QA's and updates' shared labels
+from eval.benchmarks.halumem.public import run_rows
 from eval.metrics import bootstrap, resampled_mean, token_f1
 from eval.rows import SCORED_ROW_FIELD, read_rows, scores
 
@@ -64,6 +70,25 @@ def conflict_outcomes(run_dir: Path) -> dict[str, dict[str, Any]]:
     return out
 
 
+def halumem_outcomes(run_dir: Path, sessions: int | None = None) -> dict[str, dict[str, Any]]:
+    """QA question or update point key -> {task: "qa" | "update", correct, hallucination, omission (0/1 each)}.
+
+    A judge failure (label None) counts as none of the three, as in the run's own metrics (a failure stays in
+    the denominator). ``sessions`` keeps the rows of sessions 0..sessions-1 only."""
+    run_dir = Path(run_dir)
+    tables = run_rows(run_dir)
+    if "qa" not in tables:
+        raise FileNotFoundError(f"{run_dir / 'halumem_qa.jsonl'} is missing: is {run_dir} a finished HaluMem run folder?")
+    out: dict[str, dict[str, Any]] = {}
+    for task, table in (("qa", "qa"), ("update", "updates")):
+        for row in tables.get(table, []):
+            if sessions is not None and int(row.get("session", 0)) >= sessions:
+                continue
+            label = row.get("label")
+            out[f"{task}:{row['key']}"] = {"task": task, **{name.lower(): float(label == name) for name in HALUMEM_LABELS}}
+    return out
+
+
 def paired_difference(base: dict[str, float], other: dict[str, float], n_samples: int = 2000, seed: int = 0) -> dict[str, Any]:
     """Mean of ``other - base`` over the keys both have, with a paired percentile-bootstrap CI."""
     keys = sorted(set(base) & set(other))
@@ -100,6 +125,35 @@ def compare_conflict(base_dir: Path, other_dir: Path, n_samples: int = 2000, see
     return {"n_shared": len(set(base) & set(other)),
             "detected": paired_difference(_column(base, "detected"), _column(other, "detected"), n_samples, seed),
             "false_alarm": paired_difference(_column(base, "false_alarm"), _column(other, "false_alarm"), n_samples, seed)}
+
+
+def compare_halumem(base_dir: Path, other_dir: Path, n_samples: int = 2000, seed: int = 0, sessions: int | None = None) -> dict[str, Any]:
+    """QA and update correct/hallucination/omission: each run's rate and the paired difference over the same
+    questions (update points), both runs cut to their first ``sessions`` sessions when given."""
+    base, other = halumem_outcomes(base_dir, sessions), halumem_outcomes(other_dir, sessions)
+    out: dict[str, Any] = {"n_shared": len(set(base) & set(other)), "only_base": len(set(base) - set(other)),
+                           "only_other": len(set(other) - set(base)), "sessions": sessions}  # fmt: skip
+    for task in ("qa", "update"):
+        for label in HALUMEM_LABELS:
+            name = label.lower()
+            out[f"{task}_{name}"] = paired_difference(_column(base, name, lambda v, t=task: v["task"] == t),
+                                                      _column(other, name, lambda v, t=task: v["task"] == t), n_samples, seed)
+    return out
+
+
+def halumem_write_cost(run_dir: Path, sessions: int | None = None) -> dict[str, Any]:
+    """LLM calls and tokens per ingested turn of a HaluMem run (``halumem_sessions.jsonl``; the sessions rows
+    record no add seconds, so ``seconds_per_turn`` is None), over the first ``sessions`` sessions when given."""
+    metrics = json.loads((Path(run_dir) / "metrics.json").read_text())
+    rows = [r for r in run_rows(Path(run_dir)).get("sessions", [])
+            if sessions is None or int(str(r["key"]).rsplit(":", 1)[-1]) < sessions]  # fmt: skip
+    turns = sum(int(r.get("n_turns", 0)) for r in rows)
+    calls = sum(int((r.get("usage") or {}).get("calls", 0)) for r in rows)
+    tokens = sum(int((r.get("usage") or {}).get("prompt_tokens", 0)) + int((r.get("usage") or {}).get("completion_tokens", 0)) for r in rows)
+    cached = sum(int((r.get("usage") or {}).get("cached_calls", 0)) for r in rows)
+    n = max(turns, 1)
+    return {"unit": "turn", "turns": turns, "calls_per_turn": calls / n, "tokens_per_turn": tokens / n, "seconds_per_turn": None,
+            "cached_call_share": cached / calls if calls else None, "git_sha": metrics.get("metadata", {}).get("git_sha")}
 
 
 def write_cost(run_dir: Path) -> dict[str, Any]:

@@ -1,10 +1,12 @@
 """Paired comparison of finished runs: each OTHER against BASE over the same questions or cases.
 
-    python -m scripts.compare_runs <BASE run folder> <OTHER run folder> [<OTHER> ...] [--out FILE.json] [--plot FILE.png]
+    python -m scripts.compare_runs <BASE run folder> <OTHER run folder> [<OTHER> ...] [--out FILE.json] [--plot FILE.png] [--sessions N]
 
 LoCoMo runs: judge accuracy and token F1 of both, and OTHER - BASE with a paired bootstrap CI,
 overall and per category. Conflict-suite runs: detection and false alarms, the same way. Both:
-the write cost per turn (calls, tokens, seconds; share of calls the response cache served). No LLM
+the write cost per turn (calls, tokens, seconds; share of calls the response cache served). HaluMem runs:
+QA and update correct/hallucination/omission, paired by question and update point; with --sessions N over
+the first N sessions only (a session-limited run against the same sessions of a whole-user run). No LLM
 call. Prints a markdown table, and under it the mechanism counts of every MOSAIC run (eval/mechanism_counts.py);
 with --out also writes the JSON (and the tables beside it as .md); with --plot a forest plot of the differences (PNG).
 """
@@ -17,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 
-from eval.compare import compare_conflict, compare_locomo, run_kind, write_cost
+from eval.compare import compare_conflict, compare_halumem, compare_locomo, halumem_write_cost, run_kind, write_cost
 from eval.mechanism_counts import mechanism_markdown, mechanisms
 
 
@@ -38,23 +40,44 @@ def _num(value: float | None, digits: int = 2) -> str:
     return "" if value is None else f"{value:.{digits}f}"
 
 
-def compare(base: Path, others: list[Path], n_samples: int = 2000, seed: int = 0) -> dict[str, Any]:
+def compare(base: Path, others: list[Path], n_samples: int = 2000, seed: int = 0, sessions: int | None = None) -> dict[str, Any]:
     """Every OTHER against BASE: the quality comparison for their benchmark and each run's write cost."""
     kind = run_kind(base)
+    if sessions is not None and kind != "halumem":
+        raise ValueError(f"--sessions cuts HaluMem runs to their first sessions; {base} measured {kind}: leave --sessions out")
     rows = []
     for other in others:
         if run_kind(other) != kind:
             raise ValueError(f"{other} measured {run_kind(other)}, {base} measured {kind}: compare runs of one benchmark")
-        quality = compare_locomo(base, other, n_samples, seed) if kind == "locomo" else compare_conflict(base, other, n_samples, seed)
-        rows.append({"run": str(other), "quality": quality, "write_cost": write_cost(other)})
-    return {"benchmark": kind, "base": str(base), "base_write_cost": write_cost(base), "comparisons": rows,
-            "bootstrap": {"paired": True, "n_samples": n_samples, "seed": seed}}
+        rows.append({"run": str(other), "quality": _quality(kind, base, other, n_samples, seed, sessions),
+                     "write_cost": _write_cost(kind, other, sessions)})  # fmt: skip
+    return {"benchmark": kind, "base": str(base), "base_write_cost": _write_cost(kind, base, sessions), "comparisons": rows,
+            "bootstrap": {"paired": True, "n_samples": n_samples, "seed": seed}, "sessions": sessions}
+
+
+def _quality(kind: str, base: Path, other: Path, n_samples: int, seed: int, sessions: int | None) -> dict[str, Any]:
+    if kind == "locomo":
+        return compare_locomo(base, other, n_samples, seed)
+    if kind == "halumem":
+        return compare_halumem(base, other, n_samples, seed, sessions)
+    return compare_conflict(base, other, n_samples, seed)
+
+
+def _write_cost(kind: str, run: Path, sessions: int | None) -> dict[str, Any]:
+    return halumem_write_cost(run, sessions) if kind == "halumem" else write_cost(run)
+
+
+# Per benchmark: the table's two quality fields, named as the column heads show them.
+_FIELDS = {"locomo": (("correct", "judge"), ("f1", "F1")),
+           "conflict": (("detected", "detection"), ("false_alarm", "false alarms")),
+           "halumem": (("qa_correct", "QA correct"), ("qa_hallucination", "QA hallucination"), ("update_correct", "update correct"))}
 
 
 def markdown(result: dict[str, Any]) -> str:
     """One table: the base row, then each OTHER with its paired difference from the base."""
-    locomo = result["benchmark"] == "locomo"
-    quality = ("judge", "judge - base", "F1", "F1 - base") if locomo else ("detection", "detection - base", "false alarms", "false alarms - base")
+    kind = result["benchmark"]
+    fields = _FIELDS.get(kind, _FIELDS["conflict"])
+    quality = [head for _, name in fields for head in (name, f"{name} - base")]
     head = ["run", *quality, "n", "calls/turn", "tokens/turn", "s/turn", "cached calls"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
 
@@ -62,17 +85,17 @@ def markdown(result: dict[str, Any]) -> str:
         return [_num(c["calls_per_turn"]), _num(c.get("tokens_per_turn"), 0), _num(c.get("seconds_per_turn"), 1), _pct(c.get("cached_call_share"))]
 
     first = result["comparisons"][0]["quality"] if result["comparisons"] else None
-    fields = ("correct", "f1") if locomo else ("detected", "false_alarm")
     if first:
-        base_cells = [_pct(first[fields[0]]["base"]), "", _pct(first[fields[1]]["base"]), ""]
+        base_cells = [cell for field, _ in fields for cell in (_pct(first[field]["base"]), "")]
         lines.append("| " + " | ".join([f"base: {result['base']}", *base_cells, str(first["n_shared"]), *cost(result["base_write_cost"])]) + " |")
     for row in result["comparisons"]:
         q = row["quality"]
-        cells = [_pct(q[fields[0]]["other"]), _diff(q[fields[0]]), _pct(q[fields[1]]["other"]), _diff(q[fields[1]])]
+        cells = [cell for field, _ in fields for cell in (_pct(q[field]["other"]), _diff(q[field]))]
         lines.append("| " + " | ".join([row["run"], *cells, str(q["n_shared"]), *cost(row["write_cost"])]) + " |")
-    unit = "ingested turn" if locomo else "probe (tokens are not recorded per probe)"
+    unit = "probe (tokens are not recorded per probe)" if kind == "conflict" else "ingested turn"
     lines.append("")
-    lines.append(f"Differences are OTHER - base in points, paired bootstrap 95% CI over the shared items; cost per {unit}.")
+    scope = f" Sessions 0-{result['sessions'] - 1} only." if result.get("sessions") else ""
+    lines.append(f"Differences are OTHER - base in points, paired bootstrap 95% CI over the shared items; cost per {unit}.{scope}")
     return "\n".join(lines)
 
 
@@ -95,7 +118,7 @@ def plot(result: dict[str, Any], path: Path, names: list[str] | None = None) -> 
         groups += [(labels.get(c, f"category {c}"), lambda q, c=c: q["per_category"].get(c, {}), stat.get("n"))
                    for c, stat in first["per_category"].items()]  # fmt: skip
     else:
-        groups = [("detection", lambda q: q["detected"], None), ("false alarms", lambda q: q["false_alarm"], None)]
+        groups = [(name, lambda q, f=field: q[f], None) for field, name in _FIELDS.get(result["benchmark"], _FIELDS["conflict"])]
     fig, ax = plt.subplots(figsize=(7, 1.4 + 0.3 * len(groups) * max(len(rows), 1)))
     height = 0.8 / max(len(rows), 1)
     for i, (row, name) in enumerate(zip(rows, names)):
@@ -137,8 +160,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--samples", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--plot", type=Path, default=None, help="also draw the differences with their CIs to this PNG")
+    parser.add_argument("--sessions", type=int, default=None, help="HaluMem: compare over the first N sessions only")
     args = parser.parse_args(argv)
-    result = compare(args.base, args.others, args.samples, args.seed)
+    result = compare(args.base, args.others, args.samples, args.seed, args.sessions)
     table = markdown(result)
     counts = {str(run): found for run in (args.base, *args.others) if (found := mechanisms(run)) is not None}
     if counts:  # MOSAIC runs: which mechanism did the work (no section for runs that record none)

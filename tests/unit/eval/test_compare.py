@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from eval.compare import compare_conflict, compare_locomo, paired_difference, write_cost
+from eval.compare import compare_conflict, compare_halumem, compare_locomo, halumem_write_cost, paired_difference, write_cost
 from scripts.compare_runs import main as compare_main
 
 
@@ -122,3 +122,46 @@ def test_mosaic_runs_get_their_mechanism_counts_under_the_table(tmp_path):
     assert counts["turn_matches"] == 7 and counts["entities_superseded"] == 2 and counts["leiden_reruns"] == 3
     assert f"| {other} | 5 | 1 | 2 |" in out.with_suffix(".md").read_text()
     assert "mechanisms" not in compare_main([str(base), str(base), "--samples", "100"])  # no MOSAIC run, no section
+
+
+def _halumem_run(tmp_path, name, qa_labels, update_labels, calls_per_session=(4, 6)):
+    """A HaluMem run folder as the runner (or publishing) leaves it: QA and update rows keyed uuid:session:index."""
+    run = tmp_path / name
+    run.mkdir()
+    (run / "metrics.json").write_text(json.dumps({"benchmark": "halumem", "metadata": {"git_sha": "abc"}}))
+    _write(run / "halumem_qa.jsonl", [{"key": f"u:{i % 2}:q{i}", "uuid": "u", "session": i % 2, "label": label}
+                                      for i, label in enumerate(qa_labels)])  # fmt: skip
+    _write(run / "halumem_updates.jsonl", [{"key": f"u:{i % 2}:{i}", "uuid": "u", "session": i % 2, "label": label}
+                                           for i, label in enumerate(update_labels)])  # fmt: skip
+    _write(run / "halumem_sessions.jsonl", [{"key": f"u:{s}", "n_turns": 2, "usage": {"calls": c, "prompt_tokens": 10 * c, "completion_tokens": c}}
+                                            for s, c in enumerate(calls_per_session)])  # fmt: skip
+    return run
+
+
+def test_halumem_runs_compare_qa_and_updates_by_key_and_can_be_cut_to_the_first_sessions(tmp_path):
+    # questions 0, 2 are session 0's; 1, 3 session 1's
+    base = _halumem_run(tmp_path, "base", ["Correct", "Omission", "Hallucination", "Omission"], ["Correct", "Omission"])
+    other = _halumem_run(tmp_path, "other", ["Correct", "Correct", "Correct", None], ["Correct", "Correct"])
+    whole = compare_halumem(base, other, n_samples=200)
+    assert whole["n_shared"] == 6 and whole["qa_correct"]["mean"] == pytest.approx(2 / 4)
+    assert whole["qa_hallucination"]["mean"] == pytest.approx(-1 / 4)  # a judge failure (None) counts as no label
+    assert whole["qa_omission"]["mean"] == pytest.approx(-2 / 4) and whole["update_correct"]["mean"] == pytest.approx(1 / 2)
+    first = compare_halumem(base, other, n_samples=200, sessions=1)  # session 0 only: questions 0 and 2, update 0
+    assert first["n_shared"] == 3 and first["sessions"] == 1
+    assert first["qa_correct"]["base"] == pytest.approx(1 / 2) and first["qa_correct"]["other"] == 1.0
+    assert first["update_correct"]["mean"] == 0.0 and first["update_correct"]["n"] == 1
+    cost = halumem_write_cost(other, sessions=1)
+    assert (cost["turns"], cost["calls_per_turn"], cost["tokens_per_turn"]) == (2, 2.0, 22.0)
+    assert halumem_write_cost(other)["calls_per_turn"] == pytest.approx(10 / 4)
+
+
+def test_the_script_compares_halumem_runs_and_refuses_a_session_cut_elsewhere(tmp_path):
+    base = _halumem_run(tmp_path, "base", ["Correct", "Omission"], ["Correct"])
+    other = _halumem_run(tmp_path, "other", ["Correct", "Correct"], ["Omission"])
+    out = tmp_path / "cmp.json"
+    result = compare_main([str(base), str(other), "--out", str(out), "--samples", "100", "--sessions", "2"])
+    assert result["comparisons"][0]["quality"]["qa_correct"]["mean"] == pytest.approx(1 / 2)
+    assert "QA correct - base" in out.with_suffix(".md").read_text() and "Sessions 0-1 only" in out.with_suffix(".md").read_text()
+    locomo = _locomo_run(tmp_path, "locomo", [1, 0])
+    with pytest.raises(ValueError, match="--sessions cuts HaluMem runs"):
+        compare_main([str(locomo), str(locomo), "--sessions", "1"])
