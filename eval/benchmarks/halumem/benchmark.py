@@ -108,6 +108,8 @@ class HaluMemBenchmark:
     qa_k: int = 20
     extraction_source: str = "auto"  # auto | inspect | report | none
     score_extraction: bool = True  # false: what was stored is still read (update links) but not judged (no extraction metrics)
+    score_updating: bool = True  # false: no update searches or verdicts (a writes-only study of the update links)
+    score_qa: bool = True  # false: no questions asked (a writes-only study of the update links)
     limit_users: int | None = None
     limit_sessions: int | None = None
     judge_max_tokens: int = 200
@@ -248,8 +250,10 @@ class HaluMemBenchmark:
                 held = _snapshot_stored(system, namespace) if mode == "inspect" else held
             if mode != "none" and self.score_extraction:
                 self._judge_extraction(user, s_idx, session, [item.text for item in stored], judge, rows)
-            self._judge_updates(user, s_idx, session, system, namespace, judge, rows)
-            self._answer_questions(user, s_idx, session, system, namespace, ctx, judge, rows)
+            if self.score_updating:
+                self._judge_updates(user, s_idx, session, system, namespace, judge, rows)
+            if self.score_qa:
+                self._answer_questions(user, s_idx, session, system, namespace, ctx, judge, rows)
 
     def _judge_extraction(self, user: HaluMemUser, s_idx: int, session: Session, stored: list[str], judge: HaluMemJudge, rows: dict[str, Any]) -> None:
         for point in session.memory_points:
@@ -364,20 +368,21 @@ class HaluMemBenchmark:
         skipped = ("benchmark.score_extraction=false: stored memories were read, not judged" if not self.score_extraction and extraction_mode != "none"
                    else "the system cannot list what it stored (not Inspectable)" if extraction_mode == "none" and self.extraction_source == "auto"
                    else f"benchmark.extraction_source={self.extraction_source}")  # fmt: skip
-        updating = label_metrics(rows["updates"], ("Correct", "Hallucination", "Omission", "Other"), n_boot, seed)
-        qa = label_metrics(rows["qa"], ("Correct", "Hallucination", "Omission"), n_boot, seed)
+        updating = label_metrics(rows["updates"], ("Correct", "Hallucination", "Omission", "Other"), n_boot, seed) if self.score_updating else None
+        qa = label_metrics(rows["qa"], ("Correct", "Hallucination", "Omission"), n_boot, seed) if self.score_qa else None
         sessions = rows["sessions"]
         return {
             "benchmark": self.name,
             "variant": self.variant_label,
             "system": system_name,
-            "main_metric": qa["correct"]["mean"],
+            "main_metric": qa["correct"]["mean"] if qa else None,
             "extraction_source": extraction_mode,
             "extraction": extraction,
             "extraction_skipped": None if extraction is not None else skipped,
             "updating": updating,
             "qa": qa,
-            "by_question_type": by_question_type(rows["qa"], ("Correct", "Hallucination", "Omission"), n_boot, seed),
+            "tasks_skipped": [name for name, on in (("updating", self.score_updating), ("qa", self.score_qa)) if not on],
+            "by_question_type": by_question_type(rows["qa"], ("Correct", "Hallucination", "Omission"), n_boot, seed) if qa else None,
             "by_memory_type": by_memory_type(rows["integrity"] if extraction is not None else None, rows["updates"], n_boot, seed),
             "counts": {
                 "users": len(rows["users"]),

@@ -54,12 +54,12 @@ def make_table(metrics: list[dict[str, Any]], convention: str | None = None) -> 
         ("Extraction accuracy", lambda m: (m.get("extraction") or {}).get("accuracy")),
         ("False-memory resistance", lambda m: (m.get("extraction") or {}).get("false_memory_resistance")),
         ("Extraction F1", lambda m: (m.get("extraction") or {}).get("f1")),
-        ("Update correct", lambda m: m["updating"]["correct"]),
-        ("Update hallucination", lambda m: m["updating"]["hallucination"]),
-        ("Update omission", lambda m: m["updating"]["omission"]),
-        ("QA correct", lambda m: m["qa"]["correct"]),
-        ("QA hallucination", lambda m: m["qa"]["hallucination"]),
-        ("QA omission", lambda m: m["qa"]["omission"]),
+        ("Update correct", lambda m: (m.get("updating") or {}).get("correct")),
+        ("Update hallucination", lambda m: (m.get("updating") or {}).get("hallucination")),
+        ("Update omission", lambda m: (m.get("updating") or {}).get("omission")),
+        ("QA correct", lambda m: (m.get("qa") or {}).get("correct")),
+        ("QA hallucination", lambda m: (m.get("qa") or {}).get("hallucination")),
+        ("QA omission", lambda m: (m.get("qa") or {}).get("omission")),
     ]
     columns: dict[str, list[str]] = {}
     link_rows = LINK_ROWS if any(run.get("update_links") for run in metrics) else []

@@ -678,3 +678,19 @@ def test_score_extraction_off_reads_what_was_stored_for_update_links_but_asks_no
     assert cheap["update_links"] == full["update_links"]  # links need only the snapshots, not the judge
     assert (cheap["updating"], cheap["qa"]) == (full["updating"], full["qa"])
     assert len(cheap_llm.requests) == cheap["updating"]["n"] + cheap["qa"]["n"] < len(judged.requests)
+
+
+def test_a_writes_only_run_counts_update_links_with_no_search_answer_or_judge_call(tmp_path):
+    """score_updating=false, score_qa=false (item 4's link study): the adds and the link counts, nothing asked."""
+    full = HaluMemBenchmark(path=str(TINY), bootstrap_samples=20, oracle_facts=True, score_extraction=False).run(
+        ConflictingMemory(), _ctx(tmp_path / "full", FakeLLM(_fixed_judge), EchoAnswerer()))
+    silent = FakeLLM(_fixed_judge)
+    answerer = EchoAnswerer()
+    writes = HaluMemBenchmark(path=str(TINY), bootstrap_samples=20, oracle_facts=True, score_extraction=False, score_updating=False,
+                              score_qa=False).run(ConflictingMemory(), _ctx(tmp_path / "writes", silent, answerer))  # fmt: skip
+    assert writes["update_links"] == full["update_links"] and writes["update_links"]["update_points"] == 3
+    assert silent.requests == [] and answerer.calls == [] and writes["updating"] is None and writes["qa"] is None and writes["main_metric"] is None
+    assert writes["counts"]["update_points"] == writes["counts"]["questions"] == 0 and writes["tasks_skipped"] == ["updating", "qa"]
+    meta = {"system": "mosaic", "ablation": "oracle_extractor", "llm_model_id": "fake", "system_metadata": {"row_label": "MOSAIC with the oracle extractor"}}
+    table = HaluMemBenchmark.make_table([{**writes, "metadata": meta}])
+    assert table.loc["QA correct"].iloc[0] == "-" and table.loc["Update links: right"].iloc[0] == "1 of 3"
