@@ -71,22 +71,55 @@ def conflict_outcomes(run_dir: Path) -> dict[str, dict[str, Any]]:
 
 
 def halumem_outcomes(run_dir: Path, sessions: int | None = None) -> dict[str, dict[str, Any]]:
-    """QA question or update point key -> {task: "qa" | "update", correct, hallucination, omission (0/1 each)}.
+    """Item key -> its outcome, for every scored item of a HaluMem run:
 
-    A judge failure (label None) counts as none of the three, as in the run's own metrics (a failure stays in
-    the denominator). ``sessions`` keeps the rows of sessions 0..sessions-1 only."""
+    - QA question or update point (``task`` "qa" / "update"): correct, hallucination, omission (0/1 each); a
+      judge failure (label None) counts as none of the three, as in the run's own metrics (a failure stays in
+      the denominator);
+    - update point of the update links (``task`` "link", runs that report conflict events): right (0/1, the
+      save-time check linked it to the memory it replaces);
+    - session of the update links (``task`` "alarm"): false alarms and the non-update points they are out of.
+
+    ``sessions`` keeps the rows of sessions 0..sessions-1 only. A writes-only run
+    (``benchmark.score_qa=false``) has link and alarm items only."""
     run_dir = Path(run_dir)
     tables = run_rows(run_dir)
-    if "qa" not in tables:
+    if "qa" not in tables and "update_links" not in tables:
         raise FileNotFoundError(f"{run_dir / 'halumem_qa.jsonl'} is missing: is {run_dir} a finished HaluMem run folder?")
+
+    def kept(row: dict[str, Any]) -> bool:
+        return sessions is None or int(row.get("session", 0)) < sessions
+
     out: dict[str, dict[str, Any]] = {}
     for task, table in (("qa", "qa"), ("update", "updates")):
-        for row in tables.get(table, []):
-            if sessions is not None and int(row.get("session", 0)) >= sessions:
-                continue
+        for row in filter(kept, tables.get(table, [])):
             label = row.get("label")
             out[f"{task}:{row['key']}"] = {"task": task, **{name.lower(): float(label == name) for name in HALUMEM_LABELS}}
+    for row in filter(kept, tables.get("update_links", [])):
+        for point in row.get("points", []):
+            out[f"link:{row['key']}:{point['index']}"] = {"task": "link", "right": float(point["outcome"] == "right")}
+        out[f"alarm:{row['key']}"] = {"task": "alarm", "false_alarms": float(row["false_alarms"]),
+                                      "non_update_points": float(row["non_update_points"])}  # fmt: skip
     return out
+
+
+def paired_rate_difference(base: dict[str, tuple[float, float]], other: dict[str, tuple[float, float]], n_samples: int = 2000,
+                           seed: int = 0) -> dict[str, Any]:
+    """``other`` rate minus ``base`` rate, each a ratio of sums (count, out of) over the groups both have, with a
+    paired bootstrap over those groups (HaluMem's false alarms: sessions of false alarms out of non-update points)."""
+    keys = sorted(set(base) & set(other))
+    counts_base = [base[k][0] for k in keys]
+    counts_other = [other[k][0] for k in keys]
+    out_of = [base[k][1] for k in keys]
+
+    def rate_difference(b: np.ndarray, o: np.ndarray, n: np.ndarray) -> np.ndarray:
+        return (o.sum(axis=1) - b.sum(axis=1)) / n.sum(axis=1)
+
+    stat = bootstrap(rate_difference, (counts_base, counts_other, out_of), n_samples=n_samples, seed=seed, n=len(keys))
+    total = float(sum(out_of))
+    stat["base"] = sum(counts_base) / total if total else None
+    stat["other"] = sum(counts_other) / total if total else None
+    return stat
 
 
 def paired_difference(base: dict[str, float], other: dict[str, float], n_samples: int = 2000, seed: int = 0) -> dict[str, Any]:
@@ -128,8 +161,9 @@ def compare_conflict(base_dir: Path, other_dir: Path, n_samples: int = 2000, see
 
 
 def compare_halumem(base_dir: Path, other_dir: Path, n_samples: int = 2000, seed: int = 0, sessions: int | None = None) -> dict[str, Any]:
-    """QA and update correct/hallucination/omission: each run's rate and the paired difference over the same
-    questions (update points), both runs cut to their first ``sessions`` sessions when given."""
+    """QA and update correct/hallucination/omission, and the update links (points linked right, false alarms per
+    non-update point): each run's rate and the paired difference over the same questions, update points or
+    sessions, both runs cut to their first ``sessions`` sessions when given."""
     base, other = halumem_outcomes(base_dir, sessions), halumem_outcomes(other_dir, sessions)
     out: dict[str, Any] = {"n_shared": len(set(base) & set(other)), "only_base": len(set(base) - set(other)),
                            "only_other": len(set(other) - set(base)), "sessions": sessions}  # fmt: skip
@@ -138,6 +172,12 @@ def compare_halumem(base_dir: Path, other_dir: Path, n_samples: int = 2000, seed
             name = label.lower()
             out[f"{task}_{name}"] = paired_difference(_column(base, name, lambda v, t=task: v["task"] == t),
                                                       _column(other, name, lambda v, t=task: v["task"] == t), n_samples, seed)
+    out["link_right"] = paired_difference(_column(base, "right"), _column(other, "right"), n_samples, seed)
+
+    def alarms(outcomes: dict[str, dict[str, Any]]) -> dict[str, tuple[float, float]]:
+        return {k: (v["false_alarms"], v["non_update_points"]) for k, v in outcomes.items() if v["task"] == "alarm"}
+
+    out["false_alarm"] = paired_rate_difference(alarms(base), alarms(other), n_samples, seed)
     return out
 
 

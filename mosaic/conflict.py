@@ -254,7 +254,10 @@ class ConflictDetector:
     behaviour; ``proposed``: the LLM only confirms a clash the extraction call proposed, a write-cost
     variant that needs ``extract.held_facts`` >= 1), ``batch`` (false: one LLM call per check, the paper's
     behaviour; true: ``check_group`` asks every check of a write group that reaches step 3 in one call, a
-    write-cost variant; nli mode only).
+    write-cost variant; nli mode only), ``revision_similarity`` (null: off, the paper's behaviour; a cosine: a new
+    fact whose nearest held fact is at least this close, but below ``duplicate_similarity``, revises it without an
+    LLM call, resolved by the evidence policy like any conflict; an ablation for HaluMem's update events, which
+    are mostly refinements that an "are these both true?" judge accepts, see docs/halumem.md).
     """
 
     def __init__(
@@ -279,6 +282,7 @@ class ConflictDetector:
         judge_min_similarity: float | None = None,
         judge: Literal["always", "proposed"] = "always",
         batch: bool = False,
+        revision_similarity: float | None = None,
     ) -> None:
         self.llm = llm
         self.enabled = bool(enabled)
@@ -314,10 +318,15 @@ class ConflictDetector:
         if self.judge_min_similarity is not None and self.judge_min_similarity < self.min_similarity:
             raise ValueError(f"conflict.judge_min_similarity={judge_min_similarity} is below conflict.min_similarity="
                              f"{min_similarity}: it would never skip a call (null switches it off)")
+        self.revision_similarity = None if revision_similarity is None else float(revision_similarity)
+        if self.revision_similarity is not None and not (self.min_similarity <= self.revision_similarity < self.duplicate_similarity):
+            raise ValueError(f"conflict.revision_similarity={revision_similarity} must lie in [conflict.min_similarity="
+                             f"{min_similarity}, conflict.duplicate_similarity={duplicate_similarity}): below it no candidate "
+                             f"reaches it, at or above it the fact is a restatement (null switches it off)")
         self.last_trace: dict[str, Any] = {}  # what the last check saw and scored (for miss analysis)
         self.last_group_traces: list[dict[str, Any]] = []  # check_group: one trace per check
         self.stats: dict[str, int] = {"checks": 0, "no_candidates": 0, "numeric_hits": 0, "llm_calls": 0, "llm_hits": 0,
-                                      "skipped_far": 0, "skipped_unproposed": 0, "update": 0, "reject": 0, "flag": 0,
+                                      "skipped_far": 0, "skipped_unproposed": 0, "revision_hits": 0, "update": 0, "reject": 0, "flag": 0,
                                       "batched_checks": 0, "batch_unparsed": 0}  # fmt: skip
 
     # -- candidates ------------------------------------------------------------------
@@ -490,7 +499,8 @@ class ConflictDetector:
         self.stats["skipped_unproposed"] += int(trace.get("decided_by") == "not_proposed")
         for d in decisions:
             self.stats[d.verdict] += 1
-            self.stats["numeric_hits" if trace.get("decided_by") == "numeric" else "llm_hits"] += 1
+            by = trace.get("decided_by")
+            self.stats["numeric_hits" if by == "numeric" else "revision_hits" if by == "revision" else "llm_hits"] += 1
 
     def _prepare(
         self, new: Entity, graph: CandidateGraph, proposed: list[Entity],
@@ -514,6 +524,12 @@ class ConflictDetector:
             # is not a contradiction; the small model's p(false) on identical texts is not near 0
             self.last_trace["decided_by"] = "duplicate"
             return [], []
+        if self.revision_similarity is not None and top_similarity >= self.revision_similarity:
+            # ablation (issue 39 item 4): the nearest held fact is about the same thing and says it differently, so
+            # the newer statement revises it; the old one is superseded and kept in its history
+            self.last_trace["decided_by"] = "revision"
+            reason = f"revision: nearest held fact at cosine {top_similarity:.2f} >= conflict.revision_similarity: {top.text}"
+            return [ConflictDecision(new.entity_id, top.entity_id, self.resolve(new, top), "semantic", reason, top_similarity)], []
         if not self.use_llm:
             return [], []
         if self.judge_min_similarity is not None and top_similarity < self.judge_min_similarity:

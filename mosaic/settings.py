@@ -73,6 +73,7 @@ RANGES: dict[str, Rule | NumberList | Choice] = {
     "conflict.reject_margin": Rule(low=0, high=1, integer=False, meaning="difference of two evidence strengths in [0, 1]"),
     "conflict.max_explain_tokens": TOKENS,
     "conflict.top_logprobs": Rule(low=1, high=20, meaning="alternatives per token an OpenAI-compatible server returns"),
+    "conflict.revision_similarity": Rule(low=-1, high=1, integer=False, nullable=True, meaning="a cosine; null: off"),
     "conflict.judge_min_similarity": Rule(low=-1, high=1, integer=False, nullable=True, meaning="a cosine; null: always ask"),
     # node scores
     "scoring.alpha": WEIGHT,
@@ -156,4 +157,9 @@ def combination_problems(block: Mapping[str, Any]) -> list[str]:
     if gate is not None and gate < floor:
         found.append(f"system.conflict.judge_min_similarity={gate} is below system.conflict.min_similarity={floor}: it "
                      "would never skip a call (null switches it off)")  # fmt: skip
+    revision, duplicate = _setting(block, "conflict", "revision_similarity"), _setting(block, "conflict", "duplicate_similarity")
+    if revision is not None and not floor <= revision < duplicate:
+        found.append(f"system.conflict.revision_similarity={revision} must lie in [system.conflict.min_similarity={floor}, "
+                     f"system.conflict.duplicate_similarity={duplicate}): below it no candidate reaches it, at or above it "
+                     "the fact is a restatement (null switches it off)")  # fmt: skip
     return found

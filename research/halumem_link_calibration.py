@@ -3,6 +3,7 @@
     python -m research.halumem_link_calibration                      # development user 0
     python -m research.halumem_link_calibration --threshold 0.8 --show 12
     python -m research.halumem_link_calibration --candidates      # can the conflict check's k-nearest step find them?
+    python -m research.halumem_link_calibration --revision        # would "nearest held fact at cosine >= t" find them?
 
 For every update point (``is_update`` with ``original_memories``) of a HaluMem file, each original memory is
 compared with every earlier non-interference gold point of its user (MiniLM cosine, the harness's embedder):
@@ -75,6 +76,33 @@ def candidate_ranks(path: Path, embedder: SentenceEmbedder, threshold: float) ->
     return out
 
 
+def nearest_earlier(path: Path, embedder: SentenceEmbedder, threshold: float) -> list[tuple[str, float, bool]]:
+    """For every non-interference point with earlier points: (kind, cosine of its nearest earlier point, whether
+    that nearest point is one it replaces). kind is ``update`` (an update point whose replaced memory is held: an
+    earlier gold point at cosine >= ``threshold`` with one of its original memories), ``update_no_target`` or
+    ``other`` (a point that updates nothing). This is what a rule "the new fact revises its nearest held fact when
+    their cosine is at least t" (no LLM) would decide on an oracle run, up to the run's superseded facts."""
+    out = []
+    for user in load_halumem_jsonl(path):
+        earlier: list[str] = []
+        for session in user.sessions:
+            for point in session.memory_points:
+                if point.is_interference or not earlier:
+                    continue
+                held = embedder.encode(earlier)
+                sims = held @ embedder.encode([point.content])[0]
+                nearest = int(sims.argmax())
+                if point.is_searched_update:
+                    originals = embedder.encode(point.original_memories)
+                    targets = {j for j in range(len(earlier)) if float((originals @ held[j]).max()) >= threshold}
+                    kind = "update" if targets else "update_no_target"
+                    out.append((kind, float(sims[nearest]), nearest in targets))
+                else:
+                    out.append(("other", float(sims[nearest]), False))
+            earlier += [p.content for p in session.memory_points if not p.is_interference]
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--file", type=Path, default=DEV_FILE)
@@ -84,6 +112,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--candidates", action="store_true",
                         help="also: rank of the replaced memory among earlier points, seen from the update point (conflict.k)")
     parser.add_argument("--duplicate-similarity", type=float, default=0.95, help="conf/system/mosaic.yaml conflict.duplicate_similarity")
+    parser.add_argument("--revision", action="store_true",
+                        help="also: update points and non-update points whose nearest earlier point is at cosine >= t")
     args = parser.parse_args(argv)
     if args.file.name == EVAL_NAME:
         print(f"error: {args.file} is HaluMem's evaluation user; calibrate on the development user ({DEV_FILE})", file=sys.stderr)
@@ -110,6 +140,16 @@ def main(argv: list[str] | None = None) -> int:
               f"{sum(c < 0.2 for _, c in ranks)}")
         print("  its cosine to the update point, percentiles 10/25/50/75/90: "
               + " / ".join(f"{v:.2f}" for v in np.percentile([c for _, c in ranks], [10, 25, 50, 75, 90])))
+    if args.revision:
+        rows = nearest_earlier(args.file, embedder, args.threshold)
+        kinds = {k: sum(r[0] == k for r in rows) for k in ("update", "update_no_target", "other")}
+        print(f"points with earlier points: {len(rows)}; update with the replaced memory held {kinds['update']}, "
+              f"update with nothing held {kinds['update_no_target']}, no update {kinds['other']}")
+        print("  t     | update: nearest is the replaced one / another | update, nothing held | no update (false alarms)")
+        for t in (0.5, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9):
+            band = [r for r in rows if t <= r[1] < args.duplicate_similarity]
+            print(f"  {t:.2f}  | {sum(r[0] == 'update' and r[2] for r in band):3d} / {sum(r[0] == 'update' and not r[2] for r in band):3d}"
+                  f"{'':28s}| {sum(r[0] == 'update_no_target' for r in band):3d}{'':18s}| {sum(r[0] == 'other' for r in band):3d}")
     return 0
 
 

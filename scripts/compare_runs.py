@@ -70,7 +70,8 @@ def _write_cost(kind: str, run: Path, sessions: int | None) -> dict[str, Any]:
 # Per benchmark: the table's two quality fields, named as the column heads show them.
 _FIELDS = {"locomo": (("correct", "judge"), ("f1", "F1")),
            "conflict": (("detected", "detection"), ("false_alarm", "false alarms")),
-           "halumem": (("qa_correct", "QA correct"), ("qa_hallucination", "QA hallucination"), ("update_correct", "update correct"))}
+           "halumem": (("qa_correct", "QA correct"), ("qa_hallucination", "QA hallucination"), ("update_correct", "update correct"),
+                       ("link_right", "update linked right"), ("false_alarm", "false alarms"))}
 
 
 def markdown(result: dict[str, Any]) -> str:

@@ -165,3 +165,35 @@ def test_the_script_compares_halumem_runs_and_refuses_a_session_cut_elsewhere(tm
     locomo = _locomo_run(tmp_path, "locomo", [1, 0])
     with pytest.raises(ValueError, match="--sessions cuts HaluMem runs"):
         compare_main([str(locomo), str(locomo), "--sessions", "1"])
+
+
+def _writes_only_run(tmp_path, name, outcomes_by_session, alarms_by_session, non_update=(10, 20)):
+    """A writes-only HaluMem run (benchmark.score_qa=false): update-link rows only, one per session."""
+    run = tmp_path / name
+    run.mkdir()
+    (run / "metrics.json").write_text(json.dumps({"benchmark": "halumem", "metadata": {"git_sha": "abc"}}))
+    _write(run / "halumem_update_links.jsonl", [
+        {"key": f"u:{s}", "uuid": "u", "session": s, "non_update_points": n, "false_alarms": a, "events": a,
+         "false_alarm_verdicts": {}, "unmatched_events": 0,
+         "points": [{"index": i, "outcome": o, "targets_held": 1, "events": 0, "verdicts": []} for i, o in enumerate(outcomes)]}
+        for s, (outcomes, a, n) in enumerate(zip(outcomes_by_session, alarms_by_session, non_update))])  # fmt: skip
+    _write(run / "halumem_sessions.jsonl", [{"key": f"u:{s}", "n_turns": 2, "usage": {"calls": 1}} for s in range(len(non_update))])
+    return run
+
+
+def test_update_links_compare_by_point_and_false_alarms_as_a_rate_over_sessions(tmp_path):
+    """Writes-only runs compare by their update links: points linked right (paired by point) and false alarms per
+    non-update point (a ratio of sums, paired by session); QA and update cells stay empty."""
+    base = _writes_only_run(tmp_path, "base", [["missed", "right"], ["no_target"]], [1, 2])
+    other = _writes_only_run(tmp_path, "other", [["right", "right"], ["wrong"]], [4, 2])
+    result = compare_halumem(base, other, n_samples=300)
+    assert result["link_right"]["base"] == pytest.approx(1 / 3) and result["link_right"]["other"] == pytest.approx(2 / 3)
+    assert result["link_right"]["mean"] == pytest.approx(1 / 3) and result["link_right"]["n"] == 3
+    assert result["false_alarm"]["base"] == pytest.approx(3 / 30) and result["false_alarm"]["other"] == pytest.approx(6 / 30)
+    assert result["false_alarm"]["mean"] == pytest.approx(3 / 30) and result["false_alarm"]["ci_low"] <= 3 / 30 <= result["false_alarm"]["ci_high"]
+    assert result["qa_correct"]["mean"] is None and result["update_correct"]["mean"] is None
+    assert compare_halumem(base, other, n_samples=100, sessions=1)["false_alarm"]["other"] == pytest.approx(4 / 10)
+    out = tmp_path / "cmp.json"
+    compare_main([str(base), str(other), "--out", str(out), "--samples", "100"])
+    table = out.with_suffix(".md").read_text()
+    assert "update linked right - base" in table and "+33.3" in table and "+10.0" in table

@@ -228,6 +228,36 @@ def test_judge_radius_skips_only_far_candidates():
         assert detector.stats["llm_calls"] == expected_calls
 
 
+def test_revision_rule_supersedes_a_close_held_fact_without_the_llm():
+    """conflict.revision_similarity (ablation, off by default): a new fact whose nearest held fact is at least this
+    close (and no restatement) revises it with no LLM call; farther facts still go to the judge; off, the judge
+    decides every check, here "true" (both can hold), so nothing is superseded."""
+    graph = _graph(["Mara waters the greenhouse tomatoes every morning before work."])
+    near = Entity("n1", "Mara waters the greenhouse tomatoes every evening after work.", "persona", session_time="2024-02-01")
+    far = Entity("n2", "Mara bought a blue kayak for the lake trip.", "persona", session_time="2024-02-01")
+    sims = {e.entity_id: ConflictDetector(FakeLLM(lambda m, s: "x"), min_similarity=0.0).candidates(e, graph)[0][1] for e in (near, far)}
+    cut = (sims["n1"] + sims["n2"]) / 2
+    assert sims["n2"] < cut < sims["n1"] < 0.95
+
+    llm = LogprobLLM({"true": 0.9, "unknown": 0.05, "false": 0.05})
+    off = ConflictDetector(llm, min_similarity=0.0)
+    assert off.check(near, graph) == [] and len(llm.requests) == 1
+
+    llm = LogprobLLM({"true": 0.9, "unknown": 0.05, "false": 0.05})
+    on = ConflictDetector(llm, min_similarity=0.0, revision_similarity=cut)
+    [decision] = on.check(near, graph)
+    assert (decision.old_id, decision.verdict, decision.conflict_type) == ("e0", "update", "semantic")
+    assert decision.score == pytest.approx(sims["n1"]) and on.last_trace["decided_by"] == "revision" and llm.requests == []
+    assert on.check(far, graph) == [] and len(llm.requests) == 1  # below the cut: judged as before
+    assert on.stats["revision_hits"] == 1 and on.stats["llm_hits"] == 0 and on.stats["update"] == 1
+
+
+@pytest.mark.parametrize("revision_similarity", [0.1, 0.95, 1.2])
+def test_revision_rule_outside_candidates_and_restatements_is_refused(revision_similarity):
+    with pytest.raises(ValueError, match="revision_similarity"):
+        ConflictDetector(FakeLLM(lambda m, s: "x"), min_similarity=0.2, duplicate_similarity=0.95, revision_similarity=revision_similarity)
+
+
 def test_judge_radius_below_candidate_floor_is_refused():
     with pytest.raises(ValueError, match="judge_min_similarity"):
         ConflictDetector(FakeLLM(lambda m, s: "x"), min_similarity=0.3, judge_min_similarity=0.2)

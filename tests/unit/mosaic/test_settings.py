@@ -33,7 +33,7 @@ NON_DEFAULT: dict[str, object] = {
     "conflict.min_similarity": 0.1, "conflict.numeric_similarity": 0.8, "conflict.numeric_tolerance": 0.05,
     "conflict.duplicate_similarity": 0.9, "conflict.reject_margin": 0.3, "conflict.use_numeric_rule": False, "conflict.use_llm": False,
     "conflict.explain": True, "conflict.max_explain_tokens": 20, "conflict.top_logprobs": 5, "conflict.use_belief": False,
-    "conflict.judge_min_similarity": 0.4, "conflict.judge": "proposed", "conflict.batch": True,
+    "conflict.judge_min_similarity": 0.4, "conflict.judge": "proposed", "conflict.batch": True, "conflict.revision_similarity": 0.8,
     "scoring.alpha": 0.4, "scoring.beta": 0.4, "scoring.gamma": 0.1, "scoring.damping": 0.9, "scoring.prereq_weight": 0.5,
     "scoring.power_tol": 1e-6, "scoring.max_power_iterations": 50, "scoring.ncs": False, "scoring.refresh_every": 100,
     "scoring.drift_tolerance": 0.05, "scoring.push_epsilon": 0.001, "scoring.refresh_per_node": 0.1, "scoring.max_interval_scale": 4.0,
@@ -276,6 +276,7 @@ def test_each_bound_of_the_table_is_enforced_just_outside_it():
         (["ablation=batched_writes", "system.extract.held_facts=2"], r"system\.extract\.turns_per_call=2 with system\.extract\.held_facts=2"),
         (["system.conflict.batch=true", "system.conflict.explain=true"], r"system\.conflict\.batch=true needs .*explain=True"),
         (["system.conflict.judge_min_similarity=0.1"], r"judge_min_similarity=0\.1 is below system\.conflict\.min_similarity=0\.2"),
+        (["system.conflict.revision_similarity=0.97"], r"revision_similarity=0\.97 must lie in \[system\.conflict\.min_similarity=0\.2, system\.conflict\.duplicate_similarity=0\.95\)"),
     ],
 )
 def test_settings_that_cannot_run_together_fail_at_validation(overrides, message):
