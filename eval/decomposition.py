@@ -97,6 +97,8 @@ def decomposition_table(runs_by_benchmark: dict[str, list[dict[str, Any]]], loco
     table.attrs["caption"] = (
         "Extractor or organisation? The same runs as Tables 1 and 2, picked by (system, ablation): rag and MOSAIC, "
         "each over what the local model extracts (for rag: the raw turns) and over the benchmark's gold facts "
-        "(ablation=oracle_facts / oracle_extractor). x100 [95% bootstrap CI]; an empty cell has no published run yet."
+        "(ablation=oracle_facts / oracle_extractor). x100 [95% bootstrap CI]; an empty cell has no published run yet. "
+        "'HaluMem data' says how much of the file a row ran: a session-limited row (fewer sessions) is not comparable "
+        "with whole-user rows; results/bench/compare_halumem_eval_slice.md pairs them over the same sessions."
     )
     return table

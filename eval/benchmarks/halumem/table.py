@@ -18,7 +18,21 @@ PAPER_VALUES: dict[str, dict[str, float]] = {
         "QA omission": 16.74,
         "Update correct": 55.77,
     },
-    "paper: MemOS (HaluMem-Medium)": {"Update correct": 62.11},
+}
+
+# Reported, not measured: HaluMem's own leaderboard (README of github.com/MemTensor/HaluMem at commit 2fc3737,
+# "HaluMem-Medium Dataset": all 20 users, their systems' hosted APIs, GPT-4o as judge). Zep publishes no
+# extraction metrics (no API lists a session's memories). The MOSAIC paper quotes MemOS's update correct from it.
+_REPORTED_ROWS = ("Extraction recall", "Extraction weighted recall", "Extraction target precision", "Extraction accuracy",
+                  "False-memory resistance", "Extraction F1", "Update correct", "Update hallucination", "Update omission",
+                  "QA correct", "QA hallucination", "QA omission")  # fmt: skip
+REPORTED_VALUES: dict[str, dict[str, float]] = {
+    f"reported by HaluMem: {name} (HaluMem-Medium, 20 users)": dict(zip(_REPORTED_ROWS[-len(values):], values))
+    for name, values in (
+        ("MemOS", (74.07, 84.81, 86.25, 59.55, 44.94, 79.70, 62.11, 0.42, 37.48, 67.23, 15.17, 17.59)),
+        ("Mem0", (42.91, 65.03, 86.26, 60.86, 56.80, 57.31, 25.50, 0.45, 74.02, 53.02, 19.17, 27.81)),
+        ("Zep", (47.28, 0.42, 52.31, 55.47, 21.92, 22.62)),
+    )
 }
 
 
@@ -45,6 +59,17 @@ LINK_ROWS: list[tuple[str, Callable[[dict[str, Any]], str]]] = [
 ]
 
 
+def _slice(run: dict[str, Any]) -> str:
+    """', sessions 0-9 only' for a session-limited run (benchmark.limit_sessions), so its column is not read as the
+    whole user's."""
+    for override in (run.get("metadata") or {}).get("overrides") or []:
+        if isinstance(override, str) and override.startswith("benchmark.limit_sessions="):
+            value = override.split("=", 1)[1]
+            if value.isdigit():
+                return f", sessions 0-{int(value) - 1} only"
+    return ""
+
+
 def make_table(metrics: list[dict[str, Any]], convention: str | None = None) -> Any:
     """Table 2: one column per measured run (percent, 95% CI), then labelled paper columns."""
     row_specs: list[tuple[str, Callable[[dict[str, Any]], dict[str, Any] | None]]] = [
@@ -65,11 +90,11 @@ def make_table(metrics: list[dict[str, Any]], convention: str | None = None) -> 
     link_rows = LINK_ROWS if any(run.get("update_links") for run in metrics) else []
     for run in metrics:
         meta = run.get("metadata", {})
-        label = f"{row_label(run)} (HaluMem-{run.get('variant', '?')}, {meta.get('llm_model_id', '?')})"
+        label = f"{row_label(run)} (HaluMem-{run.get('variant', '?')}, {meta.get('llm_model_id', '?')}{_slice(run)})"
         columns[label] = [format_ci(getter(run), digits=2, ci_digits=1, missing="-") for _, getter in row_specs]
         columns[label].append(failures_cell(run))
         columns[label] += [cell(run) for _, cell in link_rows]
-    for paper_label, values in PAPER_VALUES.items():
+    for paper_label, values in {**PAPER_VALUES, **REPORTED_VALUES}.items():
         columns[paper_label] = [f"{values[name]:.2f}" if name in values else "" for name, _ in row_specs] + [""] + ["" for _ in link_rows]
     table = pd.DataFrame(columns, index=[name for name, _ in row_specs] + [FAILURES_COLUMN] + [name for name, _ in link_rows])
     table.index.name = "metric (%)"

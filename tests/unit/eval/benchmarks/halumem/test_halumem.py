@@ -387,12 +387,17 @@ def test_make_table_has_measured_and_labelled_paper_columns(tmp_path):
     with_extraction["metadata"] = {"system": "keyword", "llm_model_id": "fake"}
     without["metadata"] = {"system": "blind", "llm_model_id": "fake"}
     table = HaluMemBenchmark.make_table([with_extraction, without])
-    measured = [c for c in table.columns if not c.startswith("paper:")]
+    measured = [c for c in table.columns if not c.startswith(("paper:", "reported by"))]
     assert measured == ["keyword (HaluMem-custom:halumem_tiny.jsonl, fake)", "blind (HaluMem-custom:halumem_tiny.jsonl, fake)"]
+    without["metadata"]["overrides"] = ["benchmark.limit_sessions=10"]
+    sliced = [c for c in HaluMemBenchmark.make_table([without]).columns if c.startswith("blind")]
+    assert sliced == ["blind (HaluMem-custom:halumem_tiny.jsonl, fake, sessions 0-9 only)"]
     assert table.loc["Extraction F1", measured[0]].startswith("100.00")
     assert table.loc["Extraction F1", measured[1]] == "-"
     assert table.loc["Extraction F1", "paper: MOSAIC (HaluMem-Medium)"] == "86.77"
-    assert table.loc["Update correct", "paper: MemOS (HaluMem-Medium)"] == "62.11"
+    assert table.loc["Update correct", "reported by HaluMem: MemOS (HaluMem-Medium, 20 users)"] == "62.11"
+    zep = "reported by HaluMem: Zep (HaluMem-Medium, 20 users)"
+    assert table.loc["Extraction F1", zep] == "" and table.loc["Update correct", zep] == "47.28"  # Zep lists no memories
     assert table.loc["QA omission", "paper: MOSAIC (HaluMem-Medium)"] == "16.74"
 
 
