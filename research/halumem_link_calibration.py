@@ -86,15 +86,15 @@ def nearest_earlier(path: Path, embedder: SentenceEmbedder, threshold: float) ->
     for user in load_halumem_jsonl(path):
         earlier: list[str] = []
         for session in user.sessions:
+            held = embedder.encode(earlier) if earlier else None  # earlier points change only between sessions
             for point in session.memory_points:
-                if point.is_interference or not earlier:
+                if point.is_interference or held is None:
                     continue
-                held = embedder.encode(earlier)
                 sims = held @ embedder.encode([point.content])[0]
                 nearest = int(sims.argmax())
                 if point.is_searched_update:
                     originals = embedder.encode(point.original_memories)
-                    targets = {j for j in range(len(earlier)) if float((originals @ held[j]).max()) >= threshold}
+                    targets = set(np.flatnonzero((held @ originals.T).max(axis=1) >= threshold).tolist())
                     kind = "update" if targets else "update_no_target"
                     out.append((kind, float(sims[nearest]), nearest in targets))
                 else:
