@@ -98,7 +98,9 @@ def halumem_outcomes(run_dir: Path, sessions: int | None = None) -> dict[str, di
     for row in filter(kept, tables.get("update_links", [])):
         for point in row.get("points", []):
             out[f"link:{row['key']}:{point['index']}"] = {"task": "link", "right": float(point["outcome"] == "right")}
+        # events, and the alarmed non-update points (None in a run made before they were counted)
         out[f"alarm:{row['key']}"] = {"task": "alarm", "false_alarms": float(row["false_alarms"]),
+                                      "false_alarm_points": row.get("false_alarm_points"),
                                       "non_update_points": float(row["non_update_points"])}  # fmt: skip
     return out
 
@@ -174,10 +176,15 @@ def compare_halumem(base_dir: Path, other_dir: Path, n_samples: int = 2000, seed
                                                       _column(other, name, lambda v, t=task: v["task"] == t), n_samples, seed)
     out["link_right"] = paired_difference(_column(base, "right"), _column(other, "right"), n_samples, seed)
 
-    def alarms(outcomes: dict[str, dict[str, Any]]) -> dict[str, tuple[float, float]]:
-        return {k: (v["false_alarms"], v["non_update_points"]) for k, v in outcomes.items() if v["task"] == "alarm"}
+    # alarmed points where both runs counted them, else events (a run made before points were counted)
+    rows = [v for v in (*base.values(), *other.values()) if v["task"] == "alarm"]
+    counted = "false_alarm_points" if all(v["false_alarm_points"] is not None for v in rows) else "false_alarms"
 
-    out["false_alarm"] = paired_rate_difference(alarms(base), alarms(other), n_samples, seed)
+    def alarms(outcomes: dict[str, dict[str, Any]]) -> dict[str, tuple[float, float]]:
+        return {k: (float(v[counted]), v["non_update_points"]) for k, v in outcomes.items() if v["task"] == "alarm"}
+
+    out["false_alarm"] = {**paired_rate_difference(alarms(base), alarms(other), n_samples, seed),
+                          "counted": "points" if counted == "false_alarm_points" else "events"}
     return out
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 import pandas as pd
 
+from eval.benchmarks.halumem.update_links import false_alarm_text
 from eval.metrics import format_ci
 from eval.tables import failures_cell
 
@@ -54,7 +55,7 @@ def _links(metrics: dict[str, Any] | None) -> str:
         return "no check (append-only)"
     n = links.get("update_points", 0)
     return (" / ".join(str(links.get(k, 0)) for k in ("right", "wrong", "missed", "no_target"))
-            + f" of {n}; {links.get('false_alarms', 0)} of {links.get('non_update_points', 0)}")  # fmt: skip
+            + f" of {n}; {false_alarm_text(links)}")  # fmt: skip
 
 
 def decomposition_rows(runs_by_benchmark: dict[str, list[dict[str, Any]]], locomo_slice: Any) -> list[dict[str, Any]]:

@@ -6,6 +6,7 @@ from typing import Any, Callable
 
 import pandas as pd
 
+from eval.benchmarks.halumem.update_links import false_alarm_text
 from eval.metrics import format_ci
 from eval.tables import FAILURES_COLUMN, failures_cell, row_label
 
@@ -43,8 +44,7 @@ def _links(key: str) -> Callable[[dict[str, Any]], str]:
         links = m.get("update_links")
         if not links:
             return "-"
-        base = links["non_update_points"] if key == "false_alarms" else links["update_points"]
-        return f"{links[key]} of {base}"
+        return false_alarm_text(links) if key == "false_alarms" else f"{links[key]} of {links['update_points']}"
 
     return cell
 
@@ -55,7 +55,7 @@ LINK_ROWS: list[tuple[str, Callable[[dict[str, Any]], str]]] = [
     ("Update links: wrong", _links("wrong")),
     ("Update links: missed", _links("missed")),
     ("Update links: nothing held to link", _links("no_target")),
-    ("Update links: false alarms (non-update points)", _links("false_alarms")),
+    ("Update links: false alarms (non-update points alarmed)", _links("false_alarms")),
 ]
 
 

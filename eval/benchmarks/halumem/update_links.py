@@ -15,9 +15,12 @@ itself, from the conflict events (update, flag or reject) a system reported whil
   ``missed`` (no event, though a target was held) or ``no_target`` (no event, and nothing held that U
   replaces: HaluMem's original memories often come from the persona, never said in a dialogue).
 
-False alarms: events whose new item is a non-update gold point; events whose new item matches no gold
-point (model-extracted runs only) are counted apart as ``unmatched``. Every count is per session row,
-so a reader can recount them (``halumem_update_links.jsonl``).
+False alarms: events whose new item is a non-update gold point (``false_alarms``, events) and the
+non-update points with at least one such event (``false_alarm_points``, the rate's numerator: a
+model-extracted run can write several items, each with events, for one point, so events can outnumber
+the points); events whose new item matches no gold point (model-extracted runs only) are counted apart
+as ``unmatched``. Every count is per session row, so a reader can recount them
+(``halumem_update_links.jsonl``). Runs made before ``false_alarm_points`` existed have events only.
 """
 
 from __future__ import annotations
@@ -96,6 +99,7 @@ def link_session(
         "non_update_points": len(gold) - len(updates),
         "events": len(events),
         "false_alarms": len(false_alarms),
+        "false_alarm_points": len({id(p) for p in new_point if p is not None and not p.is_searched_update}),
         "false_alarm_verdicts": dict(Counter(e.verdict for e in false_alarms)),
         "unmatched_events": sum(p is None for p in new_point),
     }
@@ -114,7 +118,20 @@ def update_link_metrics(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "right_by_verdict": dict(verdicts),
         "non_update_points": sum(row["non_update_points"] for row in rows),
         "false_alarms": sum(row["false_alarms"] for row in rows),
+        # None for a run made before the per-point count existed (its rows have events only)
+        "false_alarm_points": (sum(row["false_alarm_points"] for row in rows)
+                               if all("false_alarm_points" in row for row in rows) else None),
         "false_alarms_by_verdict": dict(alarms),
         "unmatched_events": sum(row["unmatched_events"] for row in rows),
         "events": sum(row["events"] for row in rows),
     }
+
+
+def false_alarm_text(links: dict[str, Any]) -> str:
+    """Update-link totals' false alarms for a table cell: alarmed non-update points 'n of N', or, for a run made before
+    points were counted, its events, said to be events (they can outnumber the points)."""
+    points = links.get("false_alarm_points")
+    base = links.get("non_update_points", 0)
+    if points is None:
+        return f"{links.get('false_alarms', 0)} events on {base} points (points not counted)"
+    return f"{points} of {base}"

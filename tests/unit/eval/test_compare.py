@@ -167,18 +167,32 @@ def test_the_script_compares_halumem_runs_and_refuses_a_session_cut_elsewhere(tm
         compare_main([str(locomo), str(locomo), "--sessions", "1"])
 
 
-def _writes_only_run(tmp_path, name, outcomes_by_session, alarms_by_session, non_update=(10, 20)):
-    """A writes-only HaluMem run (benchmark.score_qa=false): update-link rows only, one per session."""
+def _writes_only_run(tmp_path, name, outcomes_by_session, alarms_by_session, non_update=(10, 20), alarmed_points=None):
+    """A writes-only HaluMem run (benchmark.score_qa=false): update-link rows only, one per session; with
+    ``alarmed_points``, the rows count the alarmed points too (runs made before that have events only)."""
     run = tmp_path / name
     run.mkdir()
     (run / "metrics.json").write_text(json.dumps({"benchmark": "halumem", "metadata": {"git_sha": "abc"}}))
     _write(run / "halumem_update_links.jsonl", [
         {"key": f"u:{s}", "uuid": "u", "session": s, "non_update_points": n, "false_alarms": a, "events": a,
          "false_alarm_verdicts": {}, "unmatched_events": 0,
+         **({"false_alarm_points": alarmed_points[s]} if alarmed_points else {}),
          "points": [{"index": i, "outcome": o, "targets_held": 1, "events": 0, "verdicts": []} for i, o in enumerate(outcomes)]}
         for s, (outcomes, a, n) in enumerate(zip(outcomes_by_session, alarms_by_session, non_update))])  # fmt: skip
     _write(run / "halumem_sessions.jsonl", [{"key": f"u:{s}", "n_turns": 2, "usage": {"calls": 1}} for s in range(len(non_update))])
     return run
+
+
+def test_false_alarms_compare_alarmed_points_and_fall_back_to_events_when_a_run_has_none(tmp_path):
+    """Events can outnumber points (one point, several written items), so the rate counts alarmed points; a run made
+    before points were counted makes both sides count events, said in the result."""
+    base = _writes_only_run(tmp_path, "base", [["right"], ["missed"]], [5, 2], alarmed_points=[1, 1])
+    other = _writes_only_run(tmp_path, "other", [["right"], ["missed"]], [9, 4], alarmed_points=[3, 2])
+    old = _writes_only_run(tmp_path, "old", [["right"], ["missed"]], [6, 0])
+    by_points = compare_halumem(base, other, n_samples=100)["false_alarm"]
+    assert by_points["counted"] == "points" and by_points["base"] == pytest.approx(2 / 30) and by_points["other"] == pytest.approx(5 / 30)
+    mixed = compare_halumem(old, other, n_samples=100)["false_alarm"]
+    assert mixed["counted"] == "events" and mixed["base"] == pytest.approx(6 / 30) and mixed["other"] == pytest.approx(13 / 30)
 
 
 def test_update_links_compare_by_point_and_false_alarms_as_a_rate_over_sessions(tmp_path):

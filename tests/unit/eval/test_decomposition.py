@@ -38,6 +38,10 @@ def test_halumem_columns_come_from_the_same_system_and_ablation():
     assert rows["rag over turns"]["HaluMem QA correct / halluc. / omission"] == ""
     assert rows["MOSAIC, oracle extractor"]["HaluMem data"] == "25 sessions, 55 q, file e1190000"  # which user the cells are
     links = "HaluMem update links right / wrong / missed / no target; false alarms"
-    assert rows["MOSAIC, oracle extractor"][links] == "3 / 2 / 5 / 52 of 62; 4 of 200"
+    # a run made before alarmed points were counted shows its events as events, not as points
+    assert rows["MOSAIC, oracle extractor"][links] == "3 / 2 / 5 / 52 of 62; 4 events on 200 points (points not counted)"
+    counted = {**halumem, "update_links": {**halumem["update_links"], "false_alarm_points": 3}}
+    rows_counted = {r["row"]: r for r in decomposition_rows({"halumem": [counted, rag_facts]}, lambda m: "")}
+    assert rows_counted["MOSAIC, oracle extractor"][links] == "3 / 2 / 5 / 52 of 62; 3 of 200"
     assert rows["rag over turns"][links] == ""  # no run
     assert rows["rag over oracle facts"][links] == "no check (append-only)"  # a run with no conflict check

@@ -589,24 +589,31 @@ def test_update_links_count_right_wrong_missed_nothing_held_and_false_alarms_by_
         _event("Ana moved to Munich.", "m-berlin", "update", "3:p1", "0:p1"),  # point 1 -> what it replaces: right
         _event("Ana now works as a doctor.", "m-tea", "flag", "3:p2", "1:p2"),  # point 2 -> another memory: wrong
         _event("Ana likes jazz.", "m-tea", "flag", "3:p5", "1:p2"),  # a non-update point raised a conflict: false alarm
+        _event("Ana likes jazz.", "m-dogs", "flag", "3:p5", "1:p1"),  # a second event of the same point: one point alarmed
     ]
     row = link_session(3, LINK_POINTS, held, events, GOLD_TEXT, HashEmbedder().encode, 0.8, 0.6)
     assert [(p["index"], p["outcome"], p["targets_held"], p["events"]) for p in row["points"]] == [
         (1, "right", 1, 1), (2, "wrong", 1, 1), (3, "missed", 1, 0), (4, "no_target", 0, 0)]
     assert row["points"][0]["verdicts"] == ["update"] and row["points"][1]["verdicts"] == ["flag"]
-    assert (row["non_update_points"], row["false_alarms"], row["false_alarm_verdicts"], row["unmatched_events"], row["events"]) == (1, 1, {"flag": 1}, 0, 3)
+    assert (row["non_update_points"], row["false_alarms"], row["false_alarm_verdicts"], row["unmatched_events"], row["events"]) == (1, 2, {"flag": 2}, 0, 4)
+    assert row["false_alarm_points"] == 1  # events can outnumber the points; the rate counts points
     # a model-extracted run: no fact ids, so held items and new items are matched by their text
     model_held = [StoredItem("x1", "Ana lives in Berlin.", []), StoredItem("x2", "Ana has two dogs.", [])]
     model_events = [_event("Ana moved to Munich.", "x1"), _event("Ana has three dogs.", "x1"), _event("zebra quantum violin", "x2")]
     model = link_session(3, LINK_POINTS, model_held, model_events, GOLD_TEXT, HashEmbedder().encode, 0.8, 0.6)
     # 1: right; 2: nothing like a nurse held; 3: linked to Berlin, not to the dogs; 4: nothing held
     assert [p["outcome"] for p in model["points"]] == ["right", "no_target", "wrong", "no_target"]
-    assert (model["false_alarms"], model["unmatched_events"]) == (0, 1)
+    assert (model["false_alarms"], model["false_alarm_points"], model["unmatched_events"]) == (0, 0, 1)
     totals = update_link_metrics([{"points": row["points"], **{k: v for k, v in row.items() if k != "points"}},
                                   {"points": model["points"], **{k: v for k, v in model.items() if k != "points"}}])  # fmt: skip
-    assert {k: totals[k] for k in ("update_points", "right", "wrong", "missed", "no_target", "false_alarms", "non_update_points", "unmatched_events")} == {
-        "update_points": 8, "right": 2, "wrong": 2, "missed": 1, "no_target": 3, "false_alarms": 1, "non_update_points": 2, "unmatched_events": 1}
-    assert totals["right_by_verdict"] == {"update": 2} and totals["false_alarms_by_verdict"] == {"flag": 1}
+    assert {k: totals[k] for k in ("update_points", "right", "wrong", "missed", "no_target", "false_alarms", "false_alarm_points",
+                                   "non_update_points", "unmatched_events")} == {
+        "update_points": 8, "right": 2, "wrong": 2, "missed": 1, "no_target": 3, "false_alarms": 2, "false_alarm_points": 1,
+        "non_update_points": 2, "unmatched_events": 1}  # fmt: skip
+    assert totals["right_by_verdict"] == {"update": 2} and totals["false_alarms_by_verdict"] == {"flag": 2}
+    # a run made before points were counted: its totals say so (None), never a count of events read as points
+    old_row = {k: v for k, v in row.items() if k != "false_alarm_points"}
+    assert update_link_metrics([old_row])["false_alarm_points"] is None
 
 
 class ConflictingMemory(KeywordMemory):
@@ -658,7 +665,7 @@ def test_oracle_facts_reach_a_system_only_when_asked_on_the_last_turn_without_in
     meta = {"system": "mosaic", "ablation": "oracle_extractor", "llm_model_id": "fake", "system_metadata": {"row_label": "MOSAIC with the oracle extractor"}}
     table = HaluMemBenchmark.make_table([{**metrics, "metadata": meta}])
     assert list(table.columns)[0] == "MOSAIC with the oracle extractor / oracle_extractor (HaluMem-custom:halumem_tiny.jsonl, fake)"
-    assert table.loc["Update links: right"].iloc[0] == "1 of 3" and table.loc["Update links: false alarms (non-update points)"].iloc[0] == "0 of 8"
+    assert table.loc["Update links: right"].iloc[0] == "1 of 3" and table.loc["Update links: false alarms (non-update points alarmed)"].iloc[0] == "0 of 8"
 
 
 def test_update_links_are_left_out_for_an_append_only_system(tmp_path):
