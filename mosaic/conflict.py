@@ -36,6 +36,7 @@ from mosaic.graph import ACTIVE_STATUSES
 from core.quantities import mask_numbers, number_in, numeric_clash, quantities, same_slot, values_match
 
 Verdict = Literal["update", "reject", "flag"]
+MODES = ("nli", "pick", "revise")  # the LLM judgement of step 3 (conf/system/mosaic.yaml conflict.mode)
 Kind = Literal["numeric", "semantic", "logical", "unknown"]
 
 
@@ -214,6 +215,47 @@ def build_messages(facts: list[str], new_text: str) -> list[dict[str, str]]:
     return few_shot_messages(SYSTEM_PROMPT, FEW_SHOT, format_query, facts, new_text)
 
 
+# Ablation (issue 39 item 4, ``mode: revise``): HaluMem's updates are mostly revisions of a person's state (a new
+# job, a changed feeling, a plan given up) that an "are both true?" judge accepts as compatible, so this prompt asks
+# which held fact the new statement makes out of date. The same numbered list and 1 - p("0") score as ``pick``.
+# Its examples are written for this prompt (no benchmark text); the target's position varies.
+REVISE_SYSTEM_PROMPT = (
+    "You keep a person's memory up to date. A NEW statement replaces a held fact when both are about the same "
+    "thing (the same person and the same attribute: where they live, their job, their health, a feeling, a plan, "
+    "a preference, a relationship, a routine, a goal) and NEW says how it is now, so the held fact is out of date. "
+    "NEW replaces no fact when it repeats one, adds a detail or one more item, or is about something else. Reply "
+    "with the number of the fact NEW replaces, or 0 if none."
+)
+REVISE_FEW_SHOT: list[tuple[list[str], str, str]] = [
+    (["Tom works as a bank clerk in Leeds.", "Tom plays football on Sundays.", "Tom's sister is called Ruth."],
+     "Tom left the bank and now teaches maths at a secondary school.", "1"),
+    (["Priya is training for a half marathon.", "Priya drinks her coffee without sugar."],
+     "Priya ran 15 km on Saturday as part of her half-marathon training.", "0"),
+    (["Omar is learning to play the cello.", "Omar's partner is a nurse.", "Omar lives in a flat in Lisbon."],
+     "Omar has moved to a house in Porto.", "3"),
+    (["Greta is allergic to peanuts.", "Greta enjoys hiking in the Alps."],
+     "Greta has taken up rock climbing as well.", "0"),
+    (["Jonas reads science fiction.", "Jonas wants to study law.", "Jonas has a younger brother."],
+     "Jonas has changed his mind and now plans to study medicine.", "2"),
+    (["Ben feels anxious about his new job.", "Ben has a cat named Pixel."],
+     "Ben's cat Pixel likes to sleep on the sofa.", "0"),
+    (["Lina sleeps badly before exams.", "Lina swims twice a week.", "Lina feels lonely since moving to Oslo."],
+     "Lina feels at home in Oslo now that she has joined a choir.", "3"),
+    (["Sara volunteers at an animal shelter.", "Sara loves Italian food."],
+     "Sara said again how much she loves Italian food.", "0"),
+]  # fmt: skip
+
+
+def format_revise_query(facts: list[str], new_text: str) -> str:
+    lines = [f"{i}. {text}" for i, text in enumerate(facts, start=1)]
+    return "Facts:\n" + "\n".join(lines) + f"\nNEW: {new_text}\nReplaced fact (number, 0 if none):"
+
+
+def build_revise_messages(facts: list[str], new_text: str) -> list[dict[str, str]]:
+    """Prompt for the "which held fact does NEW make out of date" judgement (``mode: revise``)."""
+    return few_shot_messages(REVISE_SYSTEM_PROMPT, REVISE_FEW_SHOT, format_revise_query, facts, new_text)
+
+
 def digit_distribution(logprobs: list[dict[str, Any]] | None, text: str, n_facts: int) -> dict[int, float]:
     """p(answer = i) for i in 0..n_facts from the first token's top log-probabilities (renormalised).
 
@@ -265,7 +307,7 @@ class ConflictDetector:
         llm: LLMClient,
         enabled: bool = True,
         k: int = 5,
-        mode: Literal["nli", "pick"] = "nli",
+        mode: Literal["nli", "pick", "revise"] = "nli",
         n_facts: int = 6,
         min_similarity: float = 0.2,
         numeric_similarity: float = 0.75,
@@ -287,8 +329,8 @@ class ConflictDetector:
         self.llm = llm
         self.enabled = bool(enabled)
         self.k = int(k)
-        if mode not in ("nli", "pick"):
-            raise ValueError(f"conflict.mode must be 'nli' or 'pick', got {mode!r}")
+        if mode not in MODES:
+            raise ValueError(f"conflict.mode must be one of {', '.join(MODES)}, got {mode!r}")
         if self.k < 1:
             raise ValueError(f"conflict.k={k} must be >= 1 (to run without conflict checks set conflict.enabled=false)")
         if int(n_facts) < 1:
@@ -380,14 +422,18 @@ class ConflictDetector:
     # -- LLM -------------------------------------------------------------------------
     def _ask(self, new: Entity, facts: list[Entity]) -> tuple[float, int, list[dict[str, str]], str]:
         """(score, 1-based index of the clashing fact, messages, first answer) for one LLM call."""
-        texts = [f.text for f in facts]
-        if self.mode == "pick":
-            messages = build_messages(texts, new.text)
+        return self.judge_texts([f.text for f in facts], new.text)
+
+    def judge_texts(self, texts: list[str], new_text: str) -> tuple[float, int, list[dict[str, str]], str]:
+        """Step 3 on texts: (score, 1-based index of the blamed fact, messages, first answer); one LLM call."""
+        if self.mode in ("pick", "revise"):
+            messages = (build_messages if self.mode == "pick" else build_revise_messages)(texts, new_text)
             result = self.llm.chat(messages, max_tokens=1, top_logprobs=self.top_logprobs, purpose="conflict")
-            dist = digit_distribution(result.logprobs, result.text, len(facts))
+            dist = digit_distribution(result.logprobs, result.text, len(texts))
+            self.last_trace["digits"] = {k: round(v, 4) for k, v in sorted(dist.items())}
             pick = max((i for i in dist if i > 0), key=lambda i: dist[i], default=0)
             return 1.0 - dist.get(0, 0.0), pick, messages, str(pick)
-        messages = build_nli_messages(texts, new.text)
+        messages = build_nli_messages(texts, new_text)
         result = self.llm.chat(messages, max_tokens=1, top_logprobs=self.top_logprobs, purpose="conflict")
         labels = label_distribution(result.logprobs, result.text)
         self.last_trace["labels"] = {k: round(v, 4) for k, v in labels.items()}
@@ -568,6 +614,7 @@ class ConflictDetector:
         self.last_trace["decided_by"] = "llm"
         if not reason:  # the verdict itself is the LLM's: say what it judged and how sure it was
             reason = (f"LLM: NEW is false given the held facts (p(false)={score:.2f}); nearest: {old.text}" if self.mode == "nli"
+                      else f"LLM: NEW replaces fact {pick} (p={score:.2f}): {old.text}" if self.mode == "revise"
                       else f"LLM picked fact {pick} (p={score:.2f}): {old.text}")
         return [ConflictDecision(new.entity_id, old.entity_id, self.resolve(new, old), kind, reason, score, related)]
 

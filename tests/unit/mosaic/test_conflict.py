@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from mosaic.conflict import ConflictDetector, build_nli_messages, digit_distribution, label_distribution
+from mosaic.conflict import REVISE_FEW_SHOT, REVISE_SYSTEM_PROMPT, ConflictDetector, build_nli_messages, digit_distribution, label_distribution
 from mosaic.entity import Entity
 from mosaic.graph import MemoryGraph
 from core.quantities import mask_numbers, numeric_clash, quantities
@@ -192,6 +192,29 @@ def test_prompt_prefix_is_shared_across_calls():
     a = build_nli_messages(["fact a"], "new a")
     b = build_nli_messages(["fact b", "fact c"], "new b")
     assert a[:-1] == b[:-1] and a[-1] != b[-1]
+
+
+def test_revise_mode_asks_which_fact_is_out_of_date_and_supersedes_the_picked_one():
+    """mode=revise (ablation): the numbered list with the "replaced fact" prompt; 1 - p("0") against the threshold, and
+    the fact it names (not the nearest) is the one resolved; below the threshold nothing happens."""
+    texts = ["Noah Berg rides a road bike.", "Noah Berg works as a baker in Ghent.", "Noah Berg has a dog called Rex."]
+    new = Entity("n", "Noah Berg now works as a postman in Ghent.", "persona", session_time="2024-02-01", directness=0.9, specificity=0.9)
+    llm = LogprobLLM({"2": 0.7, "0": 0.2, "1": 0.1})
+    detector = ConflictDetector(llm, mode="revise", threshold=0.5, min_similarity=0.0, use_numeric_rule=False)
+    graph = MemoryGraph(HashEmbedder(), assoc_threshold=0.2)
+    for i, text in enumerate(texts):
+        graph.add_entity(Entity(f"e{i}", text, "persona", session_time="2024-01-01", directness=0.9, specificity=0.9))
+    decisions = detector.check(new, graph)
+    shown = detector.last_trace["facts"]
+    assert len(decisions) == 1 and decisions[0].old_id == shown[1] and decisions[0].verdict == "update"
+    assert decisions[0].score == pytest.approx(0.8) and decisions[0].reason.startswith("LLM: NEW replaces fact 2")
+    prompt = llm.requests[0]["messages"]
+    assert prompt[0]["content"] == REVISE_SYSTEM_PROMPT and prompt[-1]["content"].endswith("Replaced fact (number, 0 if none):")
+    assert llm.requests[0]["max_tokens"] == 1  # one token: the score comes from its log-probabilities
+    unsure = ConflictDetector(LogprobLLM({"0": 0.6, "2": 0.4}), mode="revise", threshold=0.5, min_similarity=0.0, use_numeric_rule=False)
+    assert unsure.check(new, _graph(texts)) == []
+    # the few-shot answers name every position and "none", so no position is the prompt's habit
+    assert {answer for _, _, answer in REVISE_FEW_SHOT} == {"0", "1", "2", "3"}
 
 
 def test_bad_mode_is_refused():
