@@ -39,11 +39,11 @@ import dataclasses
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from tqdm import tqdm
 
-from core.api import AddReport, DeclaresConflictSignal, Inspectable, MemorySystem, OracleFact, ParallelSearch, StoredItem, Turn
+from core.api import AddReport, DeclaresConflictSignal, Inspectable, MemorySystem, OracleFact, ParallelSearch, Retrieved, StoredItem, Turn
 from core.config_check import ConfigKeyError
 from eval.benchmarks.halumem.clarify import CLARIFY_TABLES, clarify_metrics, clarify_session
 from eval.benchmarks.halumem.data import HUB_REPO, HaluMemUser, Session, halumem_time_to_iso, load_halumem_hub, load_halumem_jsonl
@@ -59,6 +59,22 @@ log = logging.getLogger(__name__)
 
 def _snapshot_stored(system: Any, namespace: str) -> dict[tuple[str, str], StoredItem]:
     return {(item.memory_id, item.text): item for item in system.stored_items(namespace)}
+
+
+def _fact_ids(held: dict[tuple[str, str], StoredItem]) -> set[str]:
+    """Gold fact ids of what a system holds (items of an oracle run carry one; model-extracted items none)."""
+    return {item.fact_id for item in held.values() if item.fact_id}
+
+
+def evidence_fact_ids(evidence: Sequence[str], gold_ids: dict[str, list[tuple[int, str]]], s_idx: int) -> list[str]:
+    """Gold fact ids of a question's evidence: each evidence text's latest gold point (by exact text) from a session
+    up to the question's; an evidence text with no such point has none (the mechanism analysis counts those)."""
+    out = []
+    for text in evidence:
+        ids = [fact_id for session, fact_id in gold_ids.get(text, []) if session <= s_idx]
+        if ids:
+            out.append(ids[-1])
+    return out
 
 
 def _replay_search(system: MemorySystem, namespace: str, query: str, k: int) -> None:
@@ -204,6 +220,11 @@ class HaluMemBenchmark:
         held = _snapshot_stored(system, namespace) if mode == "inspect" else {}
         sessions = self._sessions(user)
         gold_text = {fact_id_of(i, p): p.content for i, sess in enumerate(user.sessions) for p in sess.memory_points}
+        gold_ids: dict[str, list[tuple[int, str]]] = {}
+        for i, sess in enumerate(user.sessions):
+            for p in sess.memory_points:
+                gold_ids.setdefault(p.content, []).append((i, fact_id_of(i, p)))
+        ever_held: set[str] = _fact_ids(held)  # gold facts the system has held at any snapshot (QA mechanism fields)
         ctx.log.info("halumem user %s (%s): %d sessions", user.uuid, user.name, len(sessions))
         for s_idx, session in enumerate(tqdm(sessions, desc=f"halumem {user.name} (sessions: add, judge)", unit="session")):
             key = f"{user.uuid}:{s_idx}"
@@ -224,6 +245,7 @@ class HaluMemBenchmark:
                 now = _snapshot_stored(system, namespace)
                 stored = [item for k, item in now.items() if k not in held]
                 held = now
+                ever_held |= _fact_ids(held)
             else:
                 stored = list(report.stored) if mode == "report" else []
             rows["sessions"].append(
@@ -248,12 +270,15 @@ class HaluMemBenchmark:
             if self.clarify != "off":
                 stored = clarify_session(self, user, s_idx, session, system, namespace, judge, mode, rows, stored)
                 held = _snapshot_stored(system, namespace) if mode == "inspect" else held
+                ever_held |= _fact_ids(held)
             if mode != "none" and self.score_extraction:
                 self._judge_extraction(user, s_idx, session, [item.text for item in stored], judge, rows)
             if self.score_updating:
                 self._judge_updates(user, s_idx, session, system, namespace, judge, rows)
             if self.score_qa:
-                self._answer_questions(user, s_idx, session, system, namespace, ctx, judge, rows)
+                facts = {"gold_ids": gold_ids, "held": _fact_ids(held), "ever_held": ever_held,
+                         "by_memory": {item.memory_id: item.fact_id for item in held.values() if item.fact_id}}
+                self._answer_questions(user, s_idx, session, system, namespace, ctx, judge, rows, facts)
 
     def _judge_extraction(self, user: HaluMemUser, s_idx: int, session: Session, stored: list[str], judge: HaluMemJudge, rows: dict[str, Any]) -> None:
         for point in session.memory_points:
@@ -330,7 +355,12 @@ class HaluMemBenchmark:
                 }
             )
 
-    def _answer_questions(self, user: HaluMemUser, s_idx: int, session: Session, system: MemorySystem, namespace: str, ctx: RunContext, judge: HaluMemJudge, rows: dict[str, Any]) -> None:
+    def _answer_questions(self, user: HaluMemUser, s_idx: int, session: Session, system: MemorySystem, namespace: str, ctx: RunContext,
+                          judge: HaluMemJudge, rows: dict[str, Any], facts: dict[str, Any]) -> None:
+        """Answer and judge the session's questions. Each row also keeps gold fact ids (no text) for the mechanism
+        analysis of oracle runs (research/halumem_error_analysis.py): the evidence's, those of the retrieved items,
+        and which evidence the system holds now or has held at any snapshot (``facts``: the run loop's
+        ``gold_ids``, ``held`` and ``ever_held``; empty for a system that cannot list its memories)."""
         for q_idx, question in enumerate(session.questions):
             key = f"{user.uuid}:{s_idx}:q{q_idx}"
             if done(rows["qa"], key):
@@ -351,6 +381,7 @@ class HaluMemBenchmark:
                     "response": answer["text"],
                     "answer_failure": answer.get("failure"),  # the answerer's LLM gave no usable answer
                     "n_retrieved": len(retrieved),
+                    **self._evidence_fields(list(question.evidence), retrieved, facts, s_idx),
                     "answer_prompt_tokens": answer.get("prompt_tokens"),
                     "answer_latency_s": answer.get("latency_s"),
                     "label": verdict.value,
@@ -358,6 +389,17 @@ class HaluMemBenchmark:
                     "reason": verdict.reason,
                 }
             )
+
+    @staticmethod
+    def _evidence_fields(evidence: list[str], retrieved: Sequence[Retrieved], facts: dict[str, Any], s_idx: int) -> dict[str, Any]:
+        ids = evidence_fact_ids(evidence, facts["gold_ids"], s_idx)
+        return {
+            "n_evidence": len(evidence),
+            "evidence_fact_ids": ids,
+            "retrieved_fact_ids": [facts["by_memory"][item.memory_id] for item in retrieved if item.memory_id in facts["by_memory"]],
+            "evidence_held": [fact_id for fact_id in ids if fact_id in facts["held"]],
+            "evidence_ever_held": [fact_id for fact_id in ids if fact_id in facts["ever_held"]],
+        }
 
     # -- aggregation --------------------------------------------------------------------------
     def aggregate(self, rows: dict[str, list[dict[str, Any]]], extraction_mode: str, system_name: str, links: bool = False) -> dict[str, Any]:

@@ -53,10 +53,12 @@ PUBLIC_FIELDS: dict[str, tuple[str, ...]] = {
     "accuracy_noclarify": _ACCURACY,
     "updates": _UPDATES,
     "updates_noclarify": _UPDATES,
+    # gold fact ids ("<session>:p<index>") name points without quoting them (benchmark.py, _evidence_fields)
     "qa": (*_WHERE, "question_type", "difficulty", "answer_failure", "n_retrieved", "answer_prompt_tokens", "answer_latency_s",
-           "label", "failure"),
+           "label", "failure", "n_evidence", "evidence_fact_ids", "retrieved_fact_ids", "evidence_held", "evidence_ever_held"),
     # update_links.py: counts and outcome labels only; each point is (index, outcome, targets_held, events, verdicts)
-    "update_links": (*_WHERE, "points", "non_update_points", "events", "false_alarms", "false_alarm_verdicts", "unmatched_events"),
+    "update_links": (*_WHERE, "points", "non_update_points", "events", "false_alarms", "false_alarm_points", "false_alarm_verdicts",
+                     "unmatched_events"),
     "clarifications": (*_WHERE, "rank", "gain", "answer", "committed", "updated"),
 }
 # Fields computed from a left-out list, under the name they are published as (committed: the memory ids a

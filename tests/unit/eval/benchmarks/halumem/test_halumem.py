@@ -668,6 +668,45 @@ def test_oracle_facts_reach_a_system_only_when_asked_on_the_last_turn_without_in
     assert table.loc["Update links: right"].iloc[0] == "1 of 3" and table.loc["Update links: false alarms (non-update points alarmed)"].iloc[0] == "0 of 8"
 
 
+class SupersedingMemory(ConflictingMemory):
+    """ConflictingMemory that also drops the held item an update event names (as MOSAIC supersedes it)."""
+
+    def add(self, namespace: str, turns: list[Turn], session_time: str | None = None) -> AddReport:
+        report = super().add(namespace, turns, session_time)
+        replaced = {event.old_memory_id for event in report.updated}
+        self.items[namespace] = [item for item in self.items[namespace] if item.memory_id not in replaced]
+        return report
+
+
+def test_qa_rows_name_evidence_retrieved_and_held_gold_facts_by_id_for_the_mechanism_analysis(tmp_path):
+    from eval.benchmarks.halumem.benchmark import evidence_fact_ids
+    from eval.rows import read_rows
+
+    HaluMemBenchmark(path=str(TINY), bootstrap_samples=20, oracle_facts=True).run(SupersedingMemory(), _ctx(tmp_path, FakeLLM(_fixed_judge), EchoAnswerer()))
+    rows = {row["key"]: row for row in read_rows(tmp_path / "halumem_qa.jsonl")}
+    lena_now = rows[f"{USER2}:2:q0"]  # "Which city does Lena live in now?" after the move (session 1 is filler)
+    assert lena_now["evidence_fact_ids"] == ["2:p1"] and lena_now["evidence_held"] == ["2:p1"] == lena_now["evidence_ever_held"]
+    assert "2:p1" in lena_now["retrieved_fact_ids"] and "0:p2" not in lena_now["retrieved_fact_ids"]  # Berlin was superseded
+    dog = rows[f"{USER1}:0:q1"]  # a question with no evidence (an abstention item)
+    assert dog["n_evidence"] == 0 and dog["evidence_fact_ids"] == []
+    assert all(set(row["evidence_held"]) <= set(row["evidence_ever_held"]) <= set(row["evidence_fact_ids"]) for row in rows.values())
+    # a gold point said in two sessions is its latest copy up to the question's session; an unknown text has no id
+    gold_ids = {"Ana likes tea.": [(0, "0:p1"), (2, "2:p4")]}
+    assert evidence_fact_ids(["Ana likes tea.", "never a point"], gold_ids, 1) == ["0:p1"]
+    assert evidence_fact_ids(["Ana likes tea."], gold_ids, 2) == ["2:p4"]
+    # a superseded evidence fact: held once, not now; a retrieved item the snapshot does not know has no id
+    facts = {"gold_ids": {"Ana lives in Rome.": [(0, "0:p1")], "Ana lives in Oslo.": [(1, "1:p3")]}, "held": {"1:p3"},
+             "ever_held": {"0:p1", "1:p3"}, "by_memory": {"m1": "1:p3"}}  # fmt: skip
+    fields = HaluMemBenchmark._evidence_fields(["Ana lives in Rome.", "Ana lives in Oslo."],
+                                               [Retrieved("x", 1.0, None, [], "m1"), Retrieved("y", 0.5, None, [], "m9")], facts, 1)
+    assert fields == {"n_evidence": 2, "evidence_fact_ids": ["0:p1", "1:p3"], "retrieved_fact_ids": ["1:p3"],
+                      "evidence_held": ["1:p3"], "evidence_ever_held": ["0:p1", "1:p3"]}  # fmt: skip
+    # a model-extracted run's items carry no fact id: the lists stay empty, never guessed
+    plain = tmp_path / "plain"
+    HaluMemBenchmark(path=str(TINY), bootstrap_samples=20).run(KeywordMemory(), _ctx(plain, FakeLLM(_fixed_judge), EchoAnswerer()))
+    assert all(row["retrieved_fact_ids"] == [] == row["evidence_held"] for row in read_rows(plain / "halumem_qa.jsonl"))
+
+
 def test_update_links_are_left_out_for_an_append_only_system(tmp_path):
     class AppendOnly(KeywordMemory):
         conflict_signal = False
