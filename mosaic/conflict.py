@@ -36,7 +36,7 @@ from mosaic.graph import ACTIVE_STATUSES
 from core.quantities import mask_numbers, number_in, numeric_clash, quantities, same_slot, values_match
 
 Verdict = Literal["update", "reject", "flag"]
-MODES = ("nli", "pick", "revise")  # the LLM judgement of step 3 (conf/system/mosaic.yaml conflict.mode)
+MODES = ("nli", "pick", "revise", "supersede")  # the LLM judgement of step 3 (conf/system/mosaic.yaml conflict.mode)
 Kind = Literal["numeric", "semantic", "logical", "unknown"]
 
 
@@ -256,6 +256,47 @@ def build_revise_messages(facts: list[str], new_text: str) -> list[dict[str, str
     return few_shot_messages(REVISE_SYSTEM_PROMPT, REVISE_FEW_SHOT, format_revise_query, facts, new_text)
 
 
+# Ablation (issue 39 item 4, ``mode: supersede``): one yes/no question about the nearest held fact alone, "does NEW
+# make it out of date?", scored by p(yes) from the first token, the fact blamed being that nearest one (as in nli
+# mode). A pair question avoids ``revise``'s failure on the dev probe (the model named a number for nearly every new
+# fact, results/bench/halumem_revision_probe_dev.md). Its examples are REVISE_FEW_SHOT's, one fact each: the replaced
+# one (yes) or, where none is, the one nearest in topic (no: a detail, one more hobby, the same pet, a repeat), in an
+# order where neither answer alternates.
+SUPERSEDE_SYSTEM_PROMPT = (
+    "You keep a person's memory up to date. You see a HELD fact and a NEW statement. Answer yes if NEW makes HELD out "
+    "of date: both are about the same thing (the same attribute of the same person: where they live, their job, their "
+    "health, a feeling, a plan, a preference, a relationship, a routine, a goal) and NEW says how it is now. Answer no "
+    "if NEW repeats HELD, adds a detail or one more item, or is about something else. Reply with one word: yes or no."
+)
+_SUPERSEDE_PAIRS = ((0, 0), (1, 0), (3, 1), (2, 2), (5, 1), (4, 1), (6, 2), (7, 1))  # (REVISE_FEW_SHOT example, its held fact)
+SUPERSEDE_FEW_SHOT: list[tuple[list[str], str, str]] = [
+    ([REVISE_FEW_SHOT[example][0][fact]], REVISE_FEW_SHOT[example][1], "no" if REVISE_FEW_SHOT[example][2] == "0" else "yes")
+    for example, fact in _SUPERSEDE_PAIRS
+]
+
+
+def format_supersede_query(facts: list[str], new_text: str) -> str:
+    return f"HELD: {facts[0]}\nNEW: {new_text}\nIs HELD out of date now?"
+
+
+def build_supersede_messages(facts: list[str], new_text: str) -> list[dict[str, str]]:
+    """Prompt for the yes/no "does NEW make the nearest held fact out of date" judgement (``mode: supersede``)."""
+    return few_shot_messages(SUPERSEDE_SYSTEM_PROMPT, SUPERSEDE_FEW_SHOT, format_supersede_query, facts[:1], new_text)
+
+
+def yes_probability(logprobs: list[dict[str, Any]] | None, text: str) -> float:
+    """p(yes) against p(no) from the first token's top log-probabilities (renormalised over the two); falls back to
+    the generated word when the server returned none."""
+    probs = {"yes": 0.0, "no": 0.0}
+    for cand in (logprobs[0].get("top_logprobs", []) if logprobs else []):
+        word = str(cand.get("token", "")).strip().lower()
+        if word in probs:
+            probs[word] += math.exp(float(cand["logprob"]))
+    if not any(probs.values()):
+        return 1.0 if text.strip().lower().startswith("yes") else 0.0
+    return probs["yes"] / (probs["yes"] + probs["no"])
+
+
 def digit_distribution(logprobs: list[dict[str, Any]] | None, text: str, n_facts: int) -> dict[int, float]:
     """p(answer = i) for i in 0..n_facts from the first token's top log-probabilities (renormalised).
 
@@ -307,7 +348,7 @@ class ConflictDetector:
         llm: LLMClient,
         enabled: bool = True,
         k: int = 5,
-        mode: Literal["nli", "pick", "revise"] = "nli",
+        mode: Literal["nli", "pick", "revise", "supersede"] = "nli",
         n_facts: int = 6,
         min_similarity: float = 0.2,
         numeric_similarity: float = 0.75,
@@ -433,6 +474,12 @@ class ConflictDetector:
             self.last_trace["digits"] = {k: round(v, 4) for k, v in sorted(dist.items())}
             pick = max((i for i in dist if i > 0), key=lambda i: dist[i], default=0)
             return 1.0 - dist.get(0, 0.0), pick, messages, str(pick)
+        if self.mode == "supersede":
+            messages = build_supersede_messages(texts, new_text)
+            result = self.llm.chat(messages, max_tokens=1, top_logprobs=self.top_logprobs, purpose="conflict")
+            score = yes_probability(result.logprobs, result.text)
+            self.last_trace["p_yes"] = round(score, 4)
+            return score, 1, messages, "yes"
         messages = build_nli_messages(texts, new_text)
         result = self.llm.chat(messages, max_tokens=1, top_logprobs=self.top_logprobs, purpose="conflict")
         labels = label_distribution(result.logprobs, result.text)
@@ -615,6 +662,7 @@ class ConflictDetector:
         if not reason:  # the verdict itself is the LLM's: say what it judged and how sure it was
             reason = (f"LLM: NEW is false given the held facts (p(false)={score:.2f}); nearest: {old.text}" if self.mode == "nli"
                       else f"LLM: NEW replaces fact {pick} (p={score:.2f}): {old.text}" if self.mode == "revise"
+                      else f"LLM: NEW makes the nearest held fact out of date (p(yes)={score:.2f}): {old.text}" if self.mode == "supersede"
                       else f"LLM picked fact {pick} (p={score:.2f}): {old.text}")
         return [ConflictDecision(new.entity_id, old.entity_id, self.resolve(new, old), kind, reason, score, related)]
 

@@ -42,13 +42,15 @@ THRESHOLDS = [round(float(t), 2) for t in np.arange(0.05, 1.0, 0.05)]
 def probe(path: Path, detectors: dict[str, ConflictDetector], encode: Any, n_facts: int, min_similarity: float,
           duplicate_similarity: float, held_similarity: float) -> list[dict[str, Any]]:
     """One row per non-interference point that has earlier points: its kind, the shown facts that it replaces, and
-    each mode's (score, pick)."""
+    each mode's (score, pick). The modes judge one after the other, each over every point, so that each keeps its
+    few-shot prefix in the server's prompt cache (alternating them per point re-reads both prefixes every call)."""
     rows = []
+    asks: list[tuple[dict[str, Any], list[str], str]] = []
     for user in load_halumem_jsonl(path):
         held: list[str] = []
         vectors: list[np.ndarray] = []
         points = [(s, p) for s, session in enumerate(user.sessions) for p in session.memory_points if not p.is_interference]
-        for session_index, point in tqdm(points, desc=f"probe {user.uuid[:8]}", unit="point"):
+        for session_index, point in points:
             vector = np.asarray(encode([point.content]))[0]
             if held:
                 sims = np.stack(vectors) @ vector
@@ -67,12 +69,14 @@ def probe(path: Path, detectors: dict[str, ConflictDetector], encode: Any, n_fac
                     row["decided_by"] = "duplicate"
                 else:
                     row["decided_by"] = "llm"
-                    for mode, detector in detectors.items():
-                        score, pick, _, _ = detector.judge_texts([held[i] for i in order], point.content)
-                        row[mode] = {"score": round(float(score), 4), "pick": int(pick)}
+                    asks.append((row, [held[i] for i in order], point.content))
                 rows.append(row)
             held.append(point.content)
             vectors.append(vector)
+    for mode, detector in detectors.items():
+        for row, texts, new_text in tqdm(asks, desc=f"judge ({mode})", unit="point"):
+            score, pick, _, _ = detector.judge_texts(texts, new_text)
+            row[mode] = {"score": round(float(score), 4), "pick": int(pick)}
     return rows
 
 

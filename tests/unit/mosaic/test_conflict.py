@@ -7,7 +7,15 @@ import math
 import numpy as np
 import pytest
 
-from mosaic.conflict import REVISE_FEW_SHOT, REVISE_SYSTEM_PROMPT, ConflictDetector, build_nli_messages, digit_distribution, label_distribution
+from mosaic.conflict import (
+    REVISE_FEW_SHOT,
+    REVISE_SYSTEM_PROMPT,
+    SUPERSEDE_FEW_SHOT,
+    SUPERSEDE_SYSTEM_PROMPT,
+    ConflictDetector,
+    yes_probability,
+)
+from mosaic.conflict import build_nli_messages, digit_distribution, label_distribution
 from mosaic.entity import Entity
 from mosaic.graph import MemoryGraph
 from core.quantities import mask_numbers, numeric_clash, quantities
@@ -215,6 +223,26 @@ def test_revise_mode_asks_which_fact_is_out_of_date_and_supersedes_the_picked_on
     assert unsure.check(new, _graph(texts)) == []
     # the few-shot answers name every position and "none", so no position is the prompt's habit
     assert {answer for _, _, answer in REVISE_FEW_SHOT} == {"0", "1", "2", "3"}
+
+
+def test_supersede_mode_asks_yes_or_no_about_the_nearest_held_fact_only():
+    """mode=supersede (ablation): one held fact (the nearest) and NEW, p(yes) against the threshold; yes and no
+    examples alike in its few-shot prefix."""
+    texts = ["Noah Berg works as a baker in Ghent.", "Noah Berg rides a road bike.", "Noah Berg has a dog called Rex."]
+    new = Entity("n", "Noah Berg now works as a postman in Ghent.", "persona", session_time="2024-02-01")
+    llm = LogprobLLM({"yes": 0.6, "no": 0.2, "maybe": 0.2})
+    detector = ConflictDetector(llm, mode="supersede", threshold=0.5, min_similarity=0.0, use_numeric_rule=False)
+    decisions = detector.check(new, _graph(texts))
+    nearest = detector.last_trace["facts"][0]
+    assert len(decisions) == 1 and decisions[0].old_id == nearest and decisions[0].score == pytest.approx(0.75)  # 0.6 / (0.6 + 0.2)
+    query = llm.requests[0]["messages"][-1]["content"]
+    assert query.count("HELD:") == 1 and query.endswith("Is HELD out of date now?")
+    assert llm.requests[0]["messages"][0]["content"] == SUPERSEDE_SYSTEM_PROMPT
+    assert ConflictDetector(LogprobLLM({"no": 0.7, "yes": 0.3}), mode="supersede", threshold=0.5, min_similarity=0.0,
+                            use_numeric_rule=False).check(new, _graph(texts)) == []  # fmt: skip
+    answers = [answer for _, _, answer in SUPERSEDE_FEW_SHOT]
+    assert answers.count("yes") == answers.count("no") and all(len(facts) == 1 for facts, _, _ in SUPERSEDE_FEW_SHOT)
+    assert yes_probability(None, "Yes.") == 1.0 and yes_probability(None, "no") == 0.0
 
 
 def test_bad_mode_is_refused():
