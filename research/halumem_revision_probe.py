@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
+from sklearn.metrics import roc_auc_score
 from tqdm import tqdm
 
 from eval.benchmarks.halumem.data import load_halumem_jsonl
@@ -96,6 +97,16 @@ def sweep(rows: list[dict[str, Any]], mode: str) -> list[dict[str, Any]]:
     return out
 
 
+def separation(rows: list[dict[str, Any]], mode: str) -> float | None:
+    """ROC AUC of a mode's score, update points (replaced fact held) against non-update points, over the judged ones:
+    threshold-free; 0.5 is no separation, below 0.5 the score points the wrong way. None when a class is missing."""
+    judged = [r for r in rows if r["decided_by"] == "llm" and r["kind"] in ("update", "other") and mode in r]
+    labels = [r["kind"] == "update" for r in judged]
+    if len(set(labels)) < 2:
+        return None
+    return round(float(roc_auc_score(labels, [r[mode]["score"] for r in judged])), 3)
+
+
 def markdown(result: dict[str, Any]) -> str:
     counts = result["counts"]
     lines = [f"# Step-3 judge on HaluMem's updates (development user, `{result['file']}`)", "",
@@ -108,6 +119,8 @@ def markdown(result: dict[str, Any]) -> str:
     for i, threshold in enumerate(THRESHOLDS):
         cells = [f"{s[i]['right']} / {s[i]['wrong']} / {s[i]['false_alarms']}" for s in (result["sweeps"][m] for m in result["modes"])]
         lines.append(f"| {threshold:.2f} | " + " | ".join(cells) + " |")
+    lines += ["", "Score separation, update points against non-update points (ROC AUC; 0.5 = none): "
+              + ", ".join(f"{m} {result['auc'].get(m)}" for m in result["modes"]) + "."]
     return "\n".join(lines) + "\n"
 
 
@@ -116,8 +129,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--file", type=Path, default=DEV_FILE)
     parser.add_argument("--modes", nargs="+", default=["nli", "revise"])
     parser.add_argument("--out", type=Path, default=Path("results/bench/halumem_revision_probe_dev"))
+    parser.add_argument("--rescore", type=Path, default=None,
+                        help="a probe's JSON: recompute its sweeps and separation from its rows (no LLM) and rewrite both files")
     parser.add_argument("overrides", nargs="*", help="Hydra overrides of conf/, e.g. system.conflict.n_facts=5")
     args = parser.parse_args(argv)
+    if args.rescore is not None:
+        result = json.loads(args.rescore.read_text())
+        result["sweeps"] = {mode: sweep(result["rows"], mode) for mode in result["modes"]}
+        result["auc"] = {mode: separation(result["rows"], mode) for mode in result["modes"]}
+        args.rescore.write_text(json.dumps(result, indent=1))
+        args.rescore.with_suffix(".md").write_text(markdown(result))
+        print(markdown(result))
+        return 0
     if args.file.name == EVAL_NAME:
         print(f"error: {args.file} is HaluMem's evaluation user; probe the development user ({DEV_FILE})", file=sys.stderr)
         return 2
@@ -145,7 +168,8 @@ def main(argv: list[str] | None = None) -> int:
                    "update_shown": sum(r["kind"] == "update" and r["decided_by"] == "llm" and bool(r["targets_shown"]) for r in rows),
                    "duplicate": sum(r["decided_by"] == "duplicate" for r in rows),
                    "no_candidates": sum(r["decided_by"] == "no_candidates" for r in rows)},
-        "sweeps": {mode: sweep(rows, mode) for mode in args.modes}, "rows": rows,
+        "sweeps": {mode: sweep(rows, mode) for mode in args.modes}, "auc": {mode: separation(rows, mode) for mode in args.modes},
+        "rows": rows,
     }  # fmt: skip
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.with_suffix(".json").write_text(json.dumps(result, indent=1))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from research.halumem_revision_probe import main, probe, sweep
+from research.halumem_revision_probe import main, probe, separation, sweep
 from tests.conftest import REPO
 from tests.fakes import HashEmbedder
 
@@ -42,6 +42,8 @@ def test_probe_writes_gold_points_in_order_and_counts_links_and_false_alarms_per
     assert (by_threshold[0.5]["right"], by_threshold[0.5]["wrong"], by_threshold[0.5]["false_alarms"]) == (2, 0, 1)
     assert (by_threshold[0.65]["right"], by_threshold[0.65]["false_alarms"]) == (2, 0)
     assert (by_threshold[0.95]["right"], by_threshold[0.95]["false_alarms"]) == (0, 0)
+    # the two updates score 0.9, the non-update points 0.6 and 0.1: fully separated
+    assert separation(rows, "fake") == 1.0 and separation(rows, "absent") is None
 
 
 def test_the_evaluation_user_is_refused(capsys):
