@@ -205,9 +205,14 @@ def label_distribution(logprobs: list[dict[str, Any]] | None, text: str) -> dict
     return {k: probs.get(k, 0.0) / total for k in NLI_LABELS}
 
 
-def format_query(facts: list[str], new_text: str) -> str:
+def numbered_query(facts: list[str], new_text: str, question: str) -> str:
+    """The held facts as a numbered list, then NEW and the question (pick and revise modes)."""
     lines = [f"{i}. {text}" for i, text in enumerate(facts, start=1)]
-    return "Facts:\n" + "\n".join(lines) + f"\nNEW: {new_text}\nContradicted fact (number, 0 if none):"
+    return "Facts:\n" + "\n".join(lines) + f"\nNEW: {new_text}\n{question}"
+
+
+def format_query(facts: list[str], new_text: str) -> str:
+    return numbered_query(facts, new_text, "Contradicted fact (number, 0 if none):")
 
 
 def build_messages(facts: list[str], new_text: str) -> list[dict[str, str]]:
@@ -247,8 +252,7 @@ REVISE_FEW_SHOT: list[tuple[list[str], str, str]] = [
 
 
 def format_revise_query(facts: list[str], new_text: str) -> str:
-    lines = [f"{i}. {text}" for i, text in enumerate(facts, start=1)]
-    return "Facts:\n" + "\n".join(lines) + f"\nNEW: {new_text}\nReplaced fact (number, 0 if none):"
+    return numbered_query(facts, new_text, "Replaced fact (number, 0 if none):")
 
 
 def build_revise_messages(facts: list[str], new_text: str) -> list[dict[str, str]]:
