@@ -1,6 +1,7 @@
 """Why MOSAIC misses what rag answers on HaluMem: a question-by-question analysis of two oracle runs.
 
     python -m research.halumem_error_analysis <MOSAIC oracle run> <rag oracle-facts run> [--out DIR]
+    python -m research.halumem_error_analysis <MOSAIC oracle run>        # every question MOSAIC gets wrong
 
 The HaluMem twin of research/error_analysis.py (LoCoMo). Both folders are HaluMem runs over the same questions,
 made with gold facts (``ablation=oracle_extractor`` / ``oracle_facts``), whose QA rows carry gold fact ids
@@ -18,7 +19,9 @@ not falls in exactly one class, checked in this order:
 5. ``retrieved_answered_wrong``: the search returned an evidence fact.
 
 A second table, ``evidence_reach``, places every question with evidence ids in the same four places for each
-run, whoever answered it. Writes halumem_error_analysis.{json,md} to ``--out`` (default: the MOSAIC run folder).
+run, whoever answered it. Without a rag run, the classes cover every question MOSAIC gets wrong (where its own
+failures sit, not where it loses to rag). Writes halumem_error_analysis.{json,md} to ``--out`` (default: the MOSAIC
+run folder).
 Rows written before these fields existed are refused with a one-line message.
 """
 
@@ -64,19 +67,21 @@ def qa_rows(run_dir: Path) -> dict[str, dict[str, Any]]:
     return rows
 
 
-def analyse(mosaic_dir: Path, rag_dir: Path) -> dict[str, Any]:
-    mosaic, rag = qa_rows(mosaic_dir), qa_rows(rag_dir)
-    shared = sorted(set(mosaic) & set(rag))
-    losses = [k for k in shared if rag[k]["label"] == "Correct" and mosaic[k]["label"] != "Correct"]
-    wins = [k for k in shared if mosaic[k]["label"] == "Correct" and rag[k]["label"] != "Correct"]
+def analyse(mosaic_dir: Path, rag_dir: Path | None) -> dict[str, Any]:
+    """The classes of the questions rag answers and MOSAIC does not (with no rag run: every question MOSAIC misses)."""
+    mosaic = qa_rows(mosaic_dir)
+    rag = qa_rows(rag_dir) if rag_dir is not None else {}
+    shared = sorted(set(mosaic) & set(rag)) if rag_dir is not None else sorted(mosaic)
+    losses = [k for k in shared if rag.get(k, {}).get("label", "Correct") == "Correct" and mosaic[k]["label"] != "Correct"]
+    wins = [k for k in shared if mosaic[k]["label"] == "Correct" and k in rag and rag[k]["label"] != "Correct"]
     classes = {k: evidence_place(mosaic[k]) for k in losses}
     by_type: dict[str, Counter] = {}
     for key, cls in classes.items():
         by_type.setdefault(mosaic[key].get("question_type", "?"), Counter())[cls] += 1
-    reach = {name: Counter(evidence_place(rows[k]).replace("_answered_wrong", "") for k in shared)
+    reach = {name: Counter(evidence_place(rows[k]).replace("_answered_wrong", "") for k in shared if k in rows)
              for name, rows in (("mosaic", mosaic), ("rag", rag))}  # fmt: skip
     return {
-        "mosaic_run": str(mosaic_dir), "rag_run": str(rag_dir), "shared_questions": len(shared),
+        "mosaic_run": str(mosaic_dir), "rag_run": None if rag_dir is None else str(rag_dir), "shared_questions": len(shared),
         "only_mosaic": len(set(mosaic) - set(rag)), "only_rag": len(set(rag) - set(mosaic)),
         "rag_right_mosaic_not": len(losses), "mosaic_right_rag_not": len(wins),
         "classes": {cls: sum(c == cls for c in classes.values()) for cls in CLASSES},
@@ -88,10 +93,16 @@ def analyse(mosaic_dir: Path, rag_dir: Path) -> dict[str, Any]:
 
 
 def markdown(result: dict[str, Any]) -> str:
-    lines = ["# HaluMem: where MOSAIC (oracle facts) loses to rag over the same facts", "",
-             f"MOSAIC run `{result['mosaic_run']}`, rag run `{result['rag_run']}`: {result['shared_questions']} shared questions; "
-             f"rag right and MOSAIC not: {result['rag_right_mosaic_not']}; MOSAIC right and rag not: {result['mosaic_right_rag_not']}.", "",
-             "| class (rag right, MOSAIC not) | questions |", "|---|---|"]  # fmt: skip
+    if result["rag_run"] is None:
+        lines = ["# HaluMem: where MOSAIC's (oracle facts) wrong answers come from", "",
+                 f"MOSAIC run `{result['mosaic_run']}`: {result['shared_questions']} questions, {result['rag_right_mosaic_not']} "
+                 "not answered correctly (no rag run given: every miss, not only those rag gets right).", "",
+                 "| class (MOSAIC not correct) | questions |", "|---|---|"]  # fmt: skip
+    else:
+        lines = ["# HaluMem: where MOSAIC (oracle facts) loses to rag over the same facts", "",
+                 f"MOSAIC run `{result['mosaic_run']}`, rag run `{result['rag_run']}`: {result['shared_questions']} shared questions; "
+                 f"rag right and MOSAIC not: {result['rag_right_mosaic_not']}; MOSAIC right and rag not: {result['mosaic_right_rag_not']}.", "",
+                 "| class (rag right, MOSAIC not) | questions |", "|---|---|"]  # fmt: skip
     lines += [f"| {cls} | {result['classes'][cls]} |" for cls in CLASSES]
     lines += ["", "Evidence reach over every shared question (where each run's evidence sat when the question was asked):", "",
               "| place | MOSAIC | rag |", "|---|---|---|"]  # fmt: skip
@@ -107,7 +118,7 @@ def markdown(result: dict[str, Any]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("mosaic_run", type=Path)
-    parser.add_argument("rag_run", type=Path)
+    parser.add_argument("rag_run", type=Path, nargs="?", default=None, help="rag over the same oracle facts (optional)")
     parser.add_argument("--out", type=Path, default=None, help="folder for halumem_error_analysis.{json,md} (default: the MOSAIC run)")
     args = parser.parse_args(argv)
     result = analyse(args.mosaic_run, args.rag_run)

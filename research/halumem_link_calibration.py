@@ -60,12 +60,13 @@ def candidate_ranks(path: Path, embedder: SentenceEmbedder, threshold: float) ->
     for user in load_halumem_jsonl(path):
         earlier: list[str] = []
         for session in user.sessions:
+            held = embedder.encode(earlier) if earlier else None  # earlier points change only between sessions
             for point in session.memory_points:
-                if not point.is_searched_update or not earlier:
+                if not point.is_searched_update or held is None:
                     continue
-                held = embedder.encode(earlier)
-                targets = {int((held @ embedder.encode([o])[0]).argmax()) for o in point.original_memories}
-                targets = {j for j in targets if any(float(held[j] @ embedder.encode([o])[0]) >= threshold for o in point.original_memories)}
+                originals = [embedder.encode([o])[0] for o in point.original_memories]
+                targets = {int((held @ o).argmax()) for o in originals}
+                targets = {j for j in targets if any(float(held[j] @ o) >= threshold for o in originals)}
                 if not targets:
                     continue
                 sims = held @ embedder.encode([point.content])[0]

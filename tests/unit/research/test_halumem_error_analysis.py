@@ -42,6 +42,15 @@ def test_each_loss_gets_the_first_class_that_fits_and_reach_covers_every_questio
                                                                          "held_not_retrieved": 1, "retrieved_answered_wrong": 1}}  # fmt: skip
 
 
+def test_without_a_rag_run_every_miss_of_mosaic_is_classed(tmp_path):
+    mosaic = _run(tmp_path, "mosaic", [_row("q1", "Omission", ["0:p1"]), _row("q2", "Correct", ["0:p2"], retrieved=["0:p2"]),
+                                       _row("q3", "Hallucination", ["0:p3"], held=["0:p3"], ever=["0:p3"])])  # fmt: skip
+    result = analyse(mosaic, None)
+    assert result["rag_run"] is None and (result["shared_questions"], result["rag_right_mosaic_not"]) == (3, 2)
+    assert result["classes"]["never_held"] == 1 and result["classes"]["held_not_retrieved"] == 1
+    assert result["evidence_reach"]["rag"] == {}
+
+
 def test_rows_without_gold_fact_ids_are_refused_in_one_line(tmp_path, capsys):
     old = _run(tmp_path, "old", [{"key": "q1", "label": "Correct"}])
     new = _run(tmp_path, "new", [_row("q1", "Correct", [])])
