@@ -82,8 +82,11 @@ def analyse(mosaic_dir: Path, rag_dir: Path | None) -> dict[str, Any]:
              for name, rows in (("mosaic", mosaic), ("rag", rag))}  # fmt: skip
     return {
         "mosaic_run": str(mosaic_dir), "rag_run": None if rag_dir is None else str(rag_dir), "shared_questions": len(shared),
-        "only_mosaic": len(set(mosaic) - set(rag)), "only_rag": len(set(rag) - set(mosaic)),
-        "rag_right_mosaic_not": len(losses), "mosaic_right_rag_not": len(wins),
+        "only_mosaic": len(set(mosaic) - set(rag)) if rag_dir is not None else None,
+        "only_rag": len(set(rag) - set(mosaic)) if rag_dir is not None else None,
+        "classed": len(losses),  # rag right and MOSAIC not; with no rag run, MOSAIC not correct
+        "rag_right_mosaic_not": len(losses) if rag_dir is not None else None,
+        "mosaic_right_rag_not": len(wins) if rag_dir is not None else None,
         "classes": {cls: sum(c == cls for c in classes.values()) for cls in CLASSES},
         "classes_by_question_type": {t: dict(c) for t, c in sorted(by_type.items())},
         "evidence_reach": {name: dict(counter) for name, counter in reach.items()},
@@ -95,7 +98,7 @@ def analyse(mosaic_dir: Path, rag_dir: Path | None) -> dict[str, Any]:
 def markdown(result: dict[str, Any]) -> str:
     if result["rag_run"] is None:
         lines = ["# HaluMem: where MOSAIC's (oracle facts) wrong answers come from", "",
-                 f"MOSAIC run `{result['mosaic_run']}`: {result['shared_questions']} questions, {result['rag_right_mosaic_not']} "
+                 f"MOSAIC run `{result['mosaic_run']}`: {result['shared_questions']} questions, {result['classed']} "
                  "not answered correctly (no rag run given: every miss, not only those rag gets right).", "",
                  "| class (MOSAIC not correct) | questions |", "|---|---|"]  # fmt: skip
     else:

@@ -46,7 +46,7 @@ def test_without_a_rag_run_every_miss_of_mosaic_is_classed(tmp_path):
     mosaic = _run(tmp_path, "mosaic", [_row("q1", "Omission", ["0:p1"]), _row("q2", "Correct", ["0:p2"], retrieved=["0:p2"]),
                                        _row("q3", "Hallucination", ["0:p3"], held=["0:p3"], ever=["0:p3"])])  # fmt: skip
     result = analyse(mosaic, None)
-    assert result["rag_run"] is None and (result["shared_questions"], result["rag_right_mosaic_not"]) == (3, 2)
+    assert result["rag_run"] is None and (result["shared_questions"], result["classed"], result["rag_right_mosaic_not"]) == (3, 2, None)
     assert result["classes"]["never_held"] == 1 and result["classes"]["held_not_retrieved"] == 1
     assert result["evidence_reach"]["rag"] == {}
 
