@@ -75,7 +75,7 @@ def locomo(workspace: dict[str, Path]) -> list[str]:
         (["system=mosaic", "system.conflict.threshold=-3"], ["system.conflict.threshold=-3", "must be a number >= 0 and <= 1"]),
         (["system=mosaic", "system.conflict.judge=proposed"], ["system.conflict.judge=proposed", "held_facts >= 1"]),
         (["system=mosaic", "system.retrieval.mode=ivf"], ["system.retrieval.mode='ivf'", "must be one of"]),
-        (["system=mosaic", "system.conflict.mode=contradict"], ["system.conflict.mode='contradict'", "'nli', 'pick' or 'revise'"]),
+        (["system=mosaic", "system.conflict.mode=contradict"], ["system.conflict.mode='contradict'", "Input should be 'nli', 'pick'"]),
         # the judge is built from conf/judge only: no default prompt to fall back on, checked before any run folder
         (["judge.prompt=null"], ["judge.prompt: no judge prompt chosen", "judge/prompt=default"]),
         (["judge.prompt.user='Q: {question}'"], ["judge.prompt.user: the template must contain {gold}"]),
