@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, get_args
 
 import numpy as np
 
@@ -36,7 +36,8 @@ from mosaic.graph import ACTIVE_STATUSES
 from core.quantities import mask_numbers, number_in, numeric_clash, quantities, same_slot, values_match
 
 Verdict = Literal["update", "reject", "flag"]
-MODES = ("nli", "pick", "revise", "supersede")  # the LLM judgement of step 3 (conf/system/mosaic.yaml conflict.mode)
+Mode = Literal["nli", "pick", "revise", "supersede"]  # the LLM judgement of step 3 (conf/system/mosaic.yaml conflict.mode)
+MODES: tuple[str, ...] = get_args(Mode)
 Kind = Literal["numeric", "semantic", "logical", "unknown"]
 
 
@@ -320,6 +321,15 @@ def digit_distribution(logprobs: list[dict[str, Any]] | None, text: str, n_facts
     return {k: v / total for k, v in probs.items()}
 
 
+# What each judgement mode's verdict says in a ConflictDecision's reason (when no "why?" call was made).
+LLM_REASONS: dict[str, str] = {
+    "nli": "LLM: NEW is false given the held facts (p(false)={score:.2f}); nearest: {old}",
+    "pick": "LLM picked fact {pick} (p={score:.2f}): {old}",
+    "revise": "LLM: NEW replaces fact {pick} (p={score:.2f}): {old}",
+    "supersede": "LLM: NEW makes the nearest held fact out of date (p(yes)={score:.2f}): {old}",
+}
+
+
 # ----------------------------------------------------------------------------- detector
 class ConflictDetector:
     """Candidate selection -> like-with-like numeric rule -> calibrated LLM pick -> resolution policy.
@@ -352,7 +362,7 @@ class ConflictDetector:
         llm: LLMClient,
         enabled: bool = True,
         k: int = 5,
-        mode: Literal["nli", "pick", "revise", "supersede"] = "nli",
+        mode: Mode = "nli",
         n_facts: int = 6,
         min_similarity: float = 0.2,
         numeric_similarity: float = 0.75,
@@ -664,10 +674,7 @@ class ConflictDetector:
         kind: Kind = "numeric" if quantities(new.text) and quantities(old.text) else "unknown"
         self.last_trace["decided_by"] = "llm"
         if not reason:  # the verdict itself is the LLM's: say what it judged and how sure it was
-            reason = (f"LLM: NEW is false given the held facts (p(false)={score:.2f}); nearest: {old.text}" if self.mode == "nli"
-                      else f"LLM: NEW replaces fact {pick} (p={score:.2f}): {old.text}" if self.mode == "revise"
-                      else f"LLM: NEW makes the nearest held fact out of date (p(yes)={score:.2f}): {old.text}" if self.mode == "supersede"
-                      else f"LLM picked fact {pick} (p={score:.2f}): {old.text}")
+            reason = LLM_REASONS[self.mode].format(pick=pick, score=score, old=old.text)
         return [ConflictDecision(new.entity_id, old.entity_id, self.resolve(new, old), kind, reason, score, related)]
 
 

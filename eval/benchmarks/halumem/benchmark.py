@@ -276,7 +276,7 @@ class HaluMemBenchmark:
             if self.score_updating:
                 self._judge_updates(user, s_idx, session, system, namespace, judge, rows)
             if self.score_qa:
-                facts = {"gold_ids": gold_ids, "held": _fact_ids(held), "ever_held": ever_held,
+                facts = {"gold_ids": gold_ids, "ever_held": ever_held,
                          "by_memory": {item.memory_id: item.fact_id for item in held.values() if item.fact_id}}
                 self._answer_questions(user, s_idx, session, system, namespace, ctx, judge, rows, facts)
 
@@ -360,7 +360,8 @@ class HaluMemBenchmark:
         """Answer and judge the session's questions. Each row also keeps gold fact ids (no text) for the mechanism
         analysis of oracle runs (research/halumem_error_analysis.py): the evidence's, those of the retrieved items,
         and which evidence the system holds now or has held at any snapshot (``facts``: the run loop's
-        ``gold_ids``, ``held`` and ``ever_held``; empty for a system that cannot list its memories)."""
+        ``gold_ids``, ``ever_held`` and ``by_memory``, held memory id -> fact id; empty for a system that cannot list
+        its memories)."""
         for q_idx, question in enumerate(session.questions):
             key = f"{user.uuid}:{s_idx}:q{q_idx}"
             if done(rows["qa"], key):
@@ -393,11 +394,12 @@ class HaluMemBenchmark:
     @staticmethod
     def _evidence_fields(evidence: list[str], retrieved: Sequence[Retrieved], facts: dict[str, Any], s_idx: int) -> dict[str, Any]:
         ids = evidence_fact_ids(evidence, facts["gold_ids"], s_idx)
+        held = set(facts["by_memory"].values())
         return {
             "n_evidence": len(evidence),
             "evidence_fact_ids": ids,
             "retrieved_fact_ids": [facts["by_memory"][item.memory_id] for item in retrieved if item.memory_id in facts["by_memory"]],
-            "evidence_held": [fact_id for fact_id in ids if fact_id in facts["held"]],
+            "evidence_held": [fact_id for fact_id in ids if fact_id in held],
             "evidence_ever_held": [fact_id for fact_id in ids if fact_id in facts["ever_held"]],
         }
 

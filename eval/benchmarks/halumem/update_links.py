@@ -93,14 +93,14 @@ def link_session(
             "events": len(mine),
             "verdicts": [e.verdict for e in (on_target or mine)],
         })  # fmt: skip
-    false_alarms = [e for e, p in zip(events, new_point) if p is not None and not p.is_searched_update]
+    alarms = [(e, p) for e, p in zip(events, new_point) if p is not None and not p.is_searched_update]
     return {
         "points": rows,
         "non_update_points": len(gold) - len(updates),
         "events": len(events),
-        "false_alarms": len(false_alarms),
-        "false_alarm_points": len({id(p) for p in new_point if p is not None and not p.is_searched_update}),
-        "false_alarm_verdicts": dict(Counter(e.verdict for e in false_alarms)),
+        "false_alarms": len(alarms),
+        "false_alarm_points": len({id(p) for _, p in alarms}),
+        "false_alarm_verdicts": dict(Counter(e.verdict for e, _ in alarms)),
         "unmatched_events": sum(p is None for p in new_point),
     }
 
