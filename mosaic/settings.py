@@ -21,7 +21,7 @@ from typing import Any
 
 from core.config_check import Choice, NumberList, Rule
 from mosaic.conflict import ConflictDetector
-from mosaic.extract import EXTRACTION_SOURCES, EntityExtractor
+from mosaic.extract import EXTRACTION_SOURCES, OUTPUT_FORMATS, EntityExtractor
 from mosaic.retrieval import MODES as RETRIEVAL_MODES
 
 COUNT = Rule(low=1)  # how many of something to use: at least one
@@ -54,6 +54,7 @@ RANGES: dict[str, Rule | NumberList | Choice] = {
     "extract.turns_per_call": COUNT,
     "extract.concurrent_calls": COUNT,
     "extract.source": Choice(EXTRACTION_SOURCES),
+    "extract.output_format": Choice(OUTPUT_FORMATS),
     # confidence gate
     "gate.rho_min": Rule(low=0, high=1, integer=False, low_open=True, meaning="the confidence a commit needs"),
     "gate.delta": Rule(low=0, integer=False, meaning="belief entropy in bits"),
@@ -149,6 +150,9 @@ def combination_problems(block: Mapping[str, Any]) -> list[str]:
     if _setting(block, "extract", "source") == "oracle" and held_facts > 0:
         found.append(f"system.extract.source=oracle with system.extract.held_facts={held_facts}: cannot be combined (the clash "
                      "proposal is part of the LLM call the oracle replaces); set system.extract.held_facts=0")  # fmt: skip
+    if _setting(block, "extract", "output_format") == "rows" and (held_facts > 0 or turns > 1):
+        found.append(f"system.extract.output_format=rows with system.extract.held_facts={held_facts} / turns_per_call={turns}: "
+                     "cannot be combined yet (those prompts name fields); set held_facts=0 and turns_per_call=1")  # fmt: skip
     mode, explain, batch = (_setting(block, "conflict", key) for key in ("mode", "explain", "batch"))
     if batch and (mode != "nli" or explain):
         found.append(f"system.conflict.batch=true needs system.conflict.mode=nli and system.conflict.explain=false (got "

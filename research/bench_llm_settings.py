@@ -13,13 +13,13 @@ the same session lets the noise cancel in the per-round ratios. Two modes:
   Minutes instead of the quickstart's quarter hour: for choosing what the quickstart mode should compare.
 
 A setting is ``NAME=OVERRIDES`` with space-separated Hydra overrides of ``llm.`` (``--setting
-"slots6=llm.parallel=6"``), and in quickstart mode also of ``system.`` and ``run.`` (``"ahead=llm.parallel=2
+"slots6=llm.parallel=6"``) and ``system.extract.`` (``"rows=system.extract.output_format=rows"``), and in quickstart mode also of ``system.`` and ``run.`` (``"ahead=llm.parallel=2
 system.extract.concurrent_calls=2 run.workers=2"``) and ``env:KEY=VALUE`` items for the process environment (``env:PYTHONPATH=DIR``
 puts another build of xllamacpp first). The first setting is the reference of the ratios.
 
     python -m research.bench_llm_settings quickstart --rounds 2 --setting "base=" --setting "new=llm.parallel=6"
 
-Results: ``results/bench/llm_settings_<mode>.json`` and ``.md`` (rows per setting and round, medians, ratios).
+Results: ``results/bench/llm_settings_<mode>[_<tag>].json`` and ``.md`` (rows per setting and round, medians, ratios).
 """
 
 from __future__ import annotations
@@ -144,6 +144,11 @@ def run_extraction(setting: Setting, work: Path, python: str, turns: int) -> dic
     return json.loads(out.read_text())
 
 
+def extractor_options(overrides: list[str]) -> dict[str, str]:
+    """The ``system.extract.KEY=VALUE`` overrides of a setting as EntityExtractor keyword arguments (it converts types)."""
+    return dict(o.removeprefix("system.extract.").split("=", 1) for o in overrides if o.startswith("system.extract."))
+
+
 def extraction_worker(turns: int, out: Path, overrides: list[str]) -> None:
     """In a process of its own: start the local server as ``conf/llm/local.yaml`` + overrides, time the calls."""
     from hydra.utils import instantiate
@@ -153,7 +158,8 @@ def extraction_worker(turns: int, out: Path, overrides: list[str]) -> None:
     from eval.benchmarks.locomo import load_locomo
     from mosaic.extract import EntityExtractor
 
-    cfg = OmegaConf.merge(OmegaConf.load(REPO / "conf/llm/local.yaml"), OmegaConf.from_dotlist([o.removeprefix("llm.") for o in overrides]))
+    llm_overrides = [o.removeprefix("llm.") for o in overrides if o.startswith("llm.")]
+    cfg = OmegaConf.merge(OmegaConf.load(REPO / "conf/llm/local.yaml"), OmegaConf.from_dotlist(llm_overrides))
     cfg.cache_path = None
     llm = instantiate(cfg)
     conversation = load_locomo(REPO / "data/locomo10.json")[0]  # conv-26: a development conversation
@@ -161,7 +167,7 @@ def extraction_worker(turns: int, out: Path, overrides: list[str]) -> None:
     dev_turns = [Turn(t.turn_id, t.speaker, t.text, session.time_iso) for t in session.turns][: turns + 1]
     # the published llm_settings_extraction files were made with the extractor's code defaults of then (max_tokens 256;
     # context_chars does not matter, previous=None): kept so they reproduce; runs use conf (320)
-    extractor = EntityExtractor(llm, max_tokens=256)
+    extractor = EntityExtractor(llm, **{"max_tokens": 256, **extractor_options(overrides)})
     llm.chat(extractor.messages(dev_turns[0], dev_turns[0].session_time, None), max_tokens=1, purpose="warm-up")  # reads the fixed prefix once
     started, completion, replies = time.perf_counter(), 0, {}
     for turn in dev_turns[1:]:
@@ -229,12 +235,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--work", type=Path, default=None, help="scratch folder (default: a temporary one)")
     parser.add_argument("--out", type=Path, default=REPO / "results/bench")
     parser.add_argument("--note", default="", help="free text stored with the result (e.g. what else ran)")
+    parser.add_argument("--tag", default="", help="results file suffix: llm_settings_<mode>_<tag>.json (default: none, llm_settings_<mode>.json)")
     args = parser.parse_args(argv)
     settings = [Setting.parse(text) for text in args.setting]
     if len({s.name for s in settings}) != len(settings):
         raise SystemExit("--setting names must differ")
-    if args.mode == "extraction" and any(not o.startswith("llm.") for s in settings for o in s.overrides):
-        raise SystemExit("extraction mode calls the extractor alone: only llm.* overrides apply (system.*/run.*: quickstart mode)")
+    if args.mode == "extraction" and any(not o.startswith(("llm.", "system.extract.")) for s in settings for o in s.overrides):
+        raise SystemExit("extraction mode calls the extractor alone: only llm.* and system.extract.* overrides apply (others: quickstart mode)")
     work = args.work or Path(tempfile.mkdtemp(prefix="bench_llm_settings_"))
     rows: list[dict[str, Any]] = []
     for round_no in range(1, args.rounds + 1):
@@ -257,8 +264,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
               "command": " ".join(["python -m research.bench_llm_settings", *map(shlex.quote, argv)]),
               "when": time.strftime("%Y-%m-%dT%H:%M:%S")}  # fmt: skip
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / f"llm_settings_{args.mode}.json").write_text(json.dumps(result, indent=2))
-    (args.out / f"llm_settings_{args.mode}.md").write_text(to_markdown(args.mode, summary, settings[0].name))
+    stem = f"llm_settings_{args.mode}" + (f"_{args.tag}" if args.tag else "")
+    (args.out / f"{stem}.json").write_text(json.dumps(result, indent=2))
+    (args.out / f"{stem}.md").write_text(to_markdown(args.mode, summary, settings[0].name))
     print(to_markdown(args.mode, summary, settings[0].name))
     return result
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 
 import pytest
@@ -165,6 +166,44 @@ def test_default_extraction_has_no_held_facts_or_clash_field():
     assert "clash" not in llm.requests[0]["schema"]["properties"]["facts"]["items"]["properties"]
     with pytest.raises(ValueError, match="held_facts"):
         EntityExtractor(llm, held_facts=-1)
+
+
+# ----------------------------------------------------------------------------- rows output format (issue 41)
+def test_rows_format_yields_the_same_entities_as_the_object_format_from_the_same_facts():
+    """output_format=rows asks for each fact as a positional list; parsed back, the same facts give the same
+    entities, counts and drops as the object format (the list order is FIELDS), and a list of the wrong
+    length is dropped and counted like any malformed fact. Invented text (a pottery class)."""
+    from mosaic.extract import FIELDS, as_row
+
+    objects = [
+        {"fact": "Ines started a pottery class yesterday", "type": "event", "who": "I", "attr": "hobby",
+         "value": "pottery", "when": "yesterday", "cert": "stated", "spec": "exact"},
+        {"fact": "Ines owns two kilns", "type": "persona", "who": "Ines", "attr": "number of kilns",
+         "value": "2", "when": "", "cert": "hedged", "spec": "vague"},
+    ]
+    turn = Turn("D4:2", "Ines", "I started a pottery class yesterday, and I think I own two kilns now.")
+    by_objects = EntityExtractor(FakeLLM(lambda m, s: {"facts": objects}))
+    rows_llm = FakeLLM(lambda m, s: {"facts": [*(as_row(fact) for fact in objects), ["too", "short"]]})
+    by_rows = EntityExtractor(rows_llm, output_format="rows")
+    expected = by_objects.extract(turn, "2023-05-08")
+    got = by_rows.extract(turn, "2023-05-08")
+    assert [vars(e) for e in got.entities] == [vars(e) for e in expected.entities] and len(got.entities) == 2
+    assert got.failures == 1 and by_rows.stats["dropped_empty"] == 1  # the two-item list
+    row = rows_llm.requests[0]["schema"]["properties"]["facts"]["items"]
+    assert row["type"] == "array" and len(row["prefixItems"]) == len(FIELDS) == row["minItems"] == row["maxItems"]
+    assert row["prefixItems"][1]["enum"] == ["event", "persona", "relationship"]
+    assert '"fact"' not in rows_llm.requests[0]["messages"][2]["content"]  # the example reply names no fields
+    assert json.loads(rows_llm.requests[0]["messages"][2]["content"])["facts"][0][0] == "Jon adopted a second cat last week"
+
+
+def test_rows_format_is_refused_where_a_prompt_names_fields_and_unknown_formats_are_refused():
+    llm = FakeLLM(lambda m, s: {"facts": []})
+    with pytest.raises(ValueError, match="output_format"):
+        EntityExtractor(llm, output_format="csv")
+    with pytest.raises(ValueError, match="held_facts"):
+        EntityExtractor(llm, output_format="rows", held_facts=2)
+    with pytest.raises(ValueError, match="turns_per_call"):
+        EntityExtractor(llm, output_format="rows", turns_per_call=2)
 
 
 # ----------------------------------------------------------------------------- oracle extractor (issue 39)

@@ -26,6 +26,7 @@ NON_DEFAULT: dict[str, object] = {
     "name": "mosaic_b", "persist": False, "search_weight": 0.35, "search_pool_factor": 3, "search_pool_extra": 2, "importance": 0.5,
     "extract.max_entities": 4, "extract.max_tokens": 111, "extract.context_chars": 50, "extract.max_fact_chars": 99, "extract.copy_margin": 0.25,
     "extract.held_facts": 2, "extract.turns_per_call": 2, "extract.source": "oracle", "extract.concurrent_calls": 3,
+    "extract.output_format": "rows",
     "gate.enabled": False, "gate.rho_min": 0.7, "gate.delta": 0.5, "gate.weights": (0.5, 0.25, 0.25), "gate.rule_weight": 0.6,
     "gate.new_value_prior": 0.3, "gate.likelihood_floor": 0.1, "gate.llm_assessment": False, "gate.max_tokens": 55,
     "gate.exclusivity_check": True,
@@ -51,7 +52,7 @@ NON_DEFAULT: dict[str, object] = {
 
 # keys whose non-default value refuses another's (a group extraction shows no held facts; a batched judgement
 # reads one nli label per check, with no "why?" call): checked in a build of their own
-ALONE: dict[str, object] = {"extract.turns_per_call": 2, "conflict.batch": True, "extract.source": "oracle"}
+ALONE: dict[str, object] = {"extract.turns_per_call": 2, "conflict.batch": True, "extract.source": "oracle", "extract.output_format": "rows"}
 
 # a key the runner's check refuses raises ConfigKeyError; a value a constructor refuses comes through Hydra's
 # instantiate, which wraps it (the message still names the key)
@@ -276,6 +277,7 @@ def test_each_bound_of_the_table_is_enforced_just_outside_it():
         (["ablation=batched_writes", "system.extract.held_facts=2"], r"system\.extract\.turns_per_call=2 with system\.extract\.held_facts=2"),
         (["system.conflict.batch=true", "system.conflict.explain=true"], r"system\.conflict\.batch=true needs .*explain=True"),
         (["system.conflict.judge_min_similarity=0.1"], r"judge_min_similarity=0\.1 is below system\.conflict\.min_similarity=0\.2"),
+        (["ablation=extract_rows", "system.extract.held_facts=2"], r"system\.extract\.output_format=rows with system\.extract\.held_facts=2"),
         (["system.conflict.revision_similarity=0.97"], r"revision_similarity=0\.97 must lie in \[system\.conflict\.min_similarity=0\.2, system\.conflict\.duplicate_similarity=0\.95\)"),
     ],
 )
@@ -287,3 +289,9 @@ def test_the_oracle_extractor_variant_sets_its_source_and_builds(tmp_path):
     memory = _build(["ablation=oracle_extractor"], tmp_path)
     assert memory.extractor.source == ALONE["extract.source"]
     assert _build([], tmp_path / "default").extractor.source == "model"  # the paper's extraction
+
+
+def test_the_rows_extraction_variant_switches_only_the_output_format(tmp_path):
+    memory = _build(["ablation=extract_rows"], tmp_path)
+    assert memory.extractor.output_format == ALONE["extract.output_format"] and memory.extractor.schema["properties"]["facts"]["items"]["type"] == "array"
+    assert _build([], tmp_path / "default").extractor.output_format == "objects"  # the paper's extraction

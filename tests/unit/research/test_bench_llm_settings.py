@@ -20,7 +20,7 @@ def test_a_setting_splits_llm_overrides_from_environment():
     assert ahead.overrides == ["system.extract.concurrent_calls=2", "run.workers=2"]  # quickstart mode passes them to run.py
     with pytest.raises(SystemExit, match="neither an llm"):
         bench.Setting.parse("bad=benchmark.k=3")
-    with pytest.raises(SystemExit, match="only llm.\\* overrides apply"):
+    with pytest.raises(SystemExit, match="only llm.\\* and system.extract.\\* overrides apply"):
         bench.main(["extraction", "--setting", "base=", "--setting", "ahead=run.workers=2"])
 
 
@@ -59,3 +59,12 @@ def test_ratios_are_taken_within_each_round(monkeypatch, tmp_path):
     assert new["wall_s_ratio_to_base_per_round"] == [0.5, 0.6]
     assert [d["differing_replies"] for d in new["differing_from_reference"]] == [1, 1]
     assert (tmp_path / "out" / "llm_settings_extraction.md").read_text().count("| new |") == 1
+    bench.main(["extraction", "--rounds", "1", "--setting", "base=", "--setting", "new=llm.parallel=6", "--tag", "rows",
+                "--work", str(tmp_path / "w2"), "--out", str(tmp_path / "out")])  # fmt: skip
+    assert (tmp_path / "out" / "llm_settings_extraction_rows.json").exists()  # a tag keeps earlier results
+
+
+def test_extraction_mode_hands_system_extract_overrides_to_the_extractor():
+    overrides = ["llm.parallel=4", "system.extract.output_format=rows", "system.extract.max_entities=5"]
+    assert bench.extractor_options(overrides) == {"output_format": "rows", "max_entities": "5"}
+    assert bench.extractor_options(["llm.parallel=4"]) == {}
