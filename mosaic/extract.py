@@ -51,10 +51,11 @@ FIELD_RULES = (
     "when: time words copied from the message (yesterday, last week, in 2022) or empty. "
     "cert: stated, implied or hedged. spec: exact, approximate or vague."
 )
-SYSTEM_PROMPT = (
+ONE_MESSAGE_TASK = (
     "Extract facts worth remembering from one chat message. Reply with compact one-line JSON. "
-    "At most {max_entities} facts; none for greetings, thanks or small talk.\n" + FIELD_RULES
+    "At most {max_entities} facts; none for greetings, thanks or small talk."
 )
+SYSTEM_PROMPT = ONE_MESSAGE_TASK + "\n" + FIELD_RULES
 
 # A fixed worked example: it shows the compact format (pretty-printed JSON costs a small model
 # more tokens than the facts themselves) and, being constant, stays in llama.cpp's prompt cache.
@@ -78,11 +79,7 @@ FIELDS = ("fact", "type", "who", "attr", "value", "when", "cert", "spec")
 # prompt (and every cached call made with it) is unchanged; whether a 1.5B model fills positional lists as well
 # as named fields is what the variant's dev comparison measures (docs/running.md).
 OUTPUT_FORMATS = ("objects", "rows")
-ROWS_PROMPT = (
-    "Extract facts worth remembering from one chat message. Reply with compact one-line JSON. "
-    "At most {max_entities} facts; none for greetings, thanks or small talk. Each fact is a list of 8 strings in "
-    "this order: [fact, type, who, attr, value, when, cert, spec].\n" + FIELD_RULES
-)
+ROWS_PROMPT = f"{ONE_MESSAGE_TASK} Each fact is a list of {len(FIELDS)} strings in this order: [{', '.join(FIELDS)}].\n" + FIELD_RULES
 
 
 def as_row(fact: dict[str, str]) -> list[str]:
@@ -173,14 +170,11 @@ def extraction_schema(max_entities: int, held_facts: int = 0) -> dict[str, Any]:
 def rows_extraction_schema(max_entities: int) -> dict[str, Any]:
     """``extraction_schema`` for ``output_format="rows"``: each fact a list of exactly len(FIELDS) values
     (JSON Schema's ``prefixItems``, which llama.cpp's and vLLM's grammar builders turn into a fixed tuple)."""
-    fields = extraction_schema(max_entities)["properties"]["facts"]["items"]["properties"]
-    row = {"type": "array", "prefixItems": [fields[name] for name in FIELDS],
-           "minItems": len(FIELDS), "maxItems": len(FIELDS)}  # fmt: skip
-    return {
-        "type": "object",
-        "properties": {"facts": {"type": "array", "items": row, "maxItems": max_entities}},
-        "required": ["facts"],
-    }
+    schema = extraction_schema(max_entities)
+    facts = schema["properties"]["facts"]
+    fields = facts["items"]["properties"]
+    facts["items"] = {"type": "array", "prefixItems": [fields[name] for name in FIELDS], "minItems": len(FIELDS), "maxItems": len(FIELDS)}
+    return schema
 
 
 def group_extraction_schema(max_entities: int, n_messages: int) -> dict[str, Any]:

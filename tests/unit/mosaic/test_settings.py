@@ -51,7 +51,8 @@ NON_DEFAULT: dict[str, object] = {
 }  # fmt: skip
 
 # keys whose non-default value refuses another's (a group extraction shows no held facts; a batched judgement
-# reads one nli label per check, with no "why?" call): checked in a build of their own
+# reads one nli label per check, with no "why?" call; the rows format has no prompt with held facts or several
+# messages): checked in a build of their own
 ALONE: dict[str, object] = {"extract.turns_per_call": 2, "conflict.batch": True, "extract.source": "oracle", "extract.output_format": "rows"}
 
 # a key the runner's check refuses raises ConfigKeyError; a value a constructor refuses comes through Hydra's
