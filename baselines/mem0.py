@@ -7,6 +7,9 @@ the OpenAI API at ``llm.api_base``) and the harness's MiniLM embedder folder (pr
 speaker of a conversation; each batch of ``batch_turns`` turns is added to every speaker's
 namespace, the speaker's own turns as role ``user`` and the others' as ``assistant``,
 content ``"<speaker>: <text>"``; search queries each speaker namespace and merges by score.
+A speaker named in ``assistant_speakers`` (HaluMem's ``assistant``) is an AI assistant, not a person: its
+turns are context in the people's namespaces but it gets no namespace of its own, as HaluMem's toolkit adds
+each session under the user's id alone (``eval/eval_memos.py``: one ``user_id`` per user, both roles).
 
 What it reports (docs/baselines.md): mem0ai 2.x's open-source ``add`` is additive (its
 extraction prompt only emits ADD), so in practice it raises no conflict signal. The mapping
@@ -23,7 +26,7 @@ import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from core.llm import retry_policy, usage_since
 from core.atomic import write_json_atomic
@@ -211,6 +214,7 @@ class Mem0Memory:
         name: str = "mem0",
         request_timeout_s: float = 1800.0,
         *,
+        assistant_speakers: Sequence[str],
         # no defaults: conf/system/mem0.yaml decides (tests/unit/repo/test_code_defaults.py); None = Mem0's own prompt / no retry
         custom_instructions: str | None,
         retry: Any,
@@ -224,6 +228,7 @@ class Mem0Memory:
         self.workdir = Path(workdir)
         self.store_dir = self.workdir / "mem0"
         self.batch_turns = batch_turns
+        self.assistant_speakers = frozenset(assistant_speakers)
         self.search_threshold = search_threshold
         self.llm_provider = llm_provider
         self.max_tokens = max_tokens
@@ -292,6 +297,7 @@ class Mem0Memory:
             "add_pipeline": "additive (mem0ai 2.x OSS: ADD events only)",
             "search_threshold": self.search_threshold,
             "batch_turns": self.batch_turns,
+            "assistant_speakers": sorted(self.assistant_speakers),
             "session_date_as_observation_date": self.session_date_as_observation_date,
             "custom_instructions": bool(self.custom_instructions),
             "output_guard": {"max_tokens": self.max_tokens, "max_items": None, "retry_attempts": self.retry.attempts,
@@ -327,7 +333,7 @@ class Mem0Memory:
     def add(self, namespace: str, turns: list[Turn], session_time: str | None = None) -> AddReport:
         entry = self._entry(namespace)
         for turn in turns:
-            if turn.speaker not in entry["speakers"]:
+            if turn.speaker not in entry["speakers"] and turn.speaker not in self.assistant_speakers:
                 entry["speakers"].append(turn.speaker)
         self._save_registry()
         report = AddReport(n_turns=len(turns))

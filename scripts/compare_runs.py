@@ -168,7 +168,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     counts = {str(run): found for run in (args.base, *args.others) if (found := mechanisms(run)) is not None}
     if counts:  # MOSAIC runs: which mechanism did the work (no section for runs that record none)
         result["mechanisms"] = counts
-        table += "\n\nMechanism counts:\n\n" + mechanism_markdown(counts)
+        scope = "" if args.sessions is None else f" (each run's whole-run counts: not cut to the first {args.sessions} sessions)"
+        result["mechanisms_scope"] = "whole run"
+        table += f"\n\nMechanism counts{scope}:\n\n" + mechanism_markdown(counts)
     print(table)
     if args.plot:
         plot(result, args.plot)

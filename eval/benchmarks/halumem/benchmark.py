@@ -225,8 +225,9 @@ class HaluMemBenchmark:
             for p in sess.memory_points:
                 gold_ids.setdefault(p.content, []).append((i, fact_id_of(i, p)))
         ever_held: set[str] = _fact_ids(held)  # gold facts the system has held at any snapshot (QA mechanism fields)
-        ctx.log.info("halumem user %s (%s): %d sessions", user.uuid, user.name, len(sessions))
-        for s_idx, session in enumerate(tqdm(sessions, desc=f"halumem {user.name} (sessions: add, judge)", unit="session")):
+        # The log and the bar name the user by uuid only: a name is dataset text, and an evaluation run's log is read.
+        ctx.log.info("halumem user %s: %d sessions", user.uuid, len(sessions))
+        for s_idx, session in enumerate(tqdm(sessions, desc=f"halumem user {user.uuid[:8]} (sessions: add, judge)", unit="session")):
             key = f"{user.uuid}:{s_idx}"
             turns = [
                 Turn(

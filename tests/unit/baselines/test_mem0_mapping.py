@@ -13,7 +13,7 @@ from core.api import MemorySystem, Turn
 from tests.fakes import served_llm_stub
 
 # the constructor has no default for these (conf/system/mem0.yaml decides): Mem0's own extraction prompt, one attempt
-LIBRARY_PROMPT = {"custom_instructions": None, "retry": None}
+LIBRARY_PROMPT = {"custom_instructions": None, "retry": None, "assistant_speakers": ["assistant"]}
 
 
 def test_add_update_delete_none_map_to_stored_and_update_events():
@@ -126,6 +126,18 @@ def test_each_batch_goes_to_every_speaker_namespace_with_metadata(tmp_path: Path
     assert all(a["metadata"]["session_time"] == "2023-05-08T13:56:00" for a in fake.adds)
     assert len(report.stored) == 4 and report.conflict_events == []
     assert report.stored[2].source_turn_ids == ["D1:3"]
+
+
+def test_an_assistant_speaker_is_context_in_the_user_namespace_without_one_of_its_own(tmp_path: Path):
+    """HaluMem: one Mem0 user per person; the assistant's turns reach it as role assistant, never as a namespace."""
+    adapter, fake = _adapter(tmp_path)
+    turns = [Turn("0:1:user", "Avery", "u1"), Turn("0:1:assistant", "assistant", "a1"), Turn("0:2:user", "Avery", "u2")]
+    adapter.add("halumem-x", turns, session_time="2025-01-01T10:00:00")
+
+    assert [a["user_id"] for a in fake.adds] == ["halumem-x--Avery--g0"] * 2
+    assert [m["role"] for m in fake.adds[0]["messages"]] == ["user", "assistant"]
+    assert adapter._user_ids("halumem-x") == [("Avery", "halumem-x--Avery--g0")]
+    assert all(h.text.startswith("(Avery's memory)") for h in adapter.search("halumem-x", "q", k=5))
 
 
 def test_search_merges_speaker_namespaces_by_score_within_k(tmp_path: Path):

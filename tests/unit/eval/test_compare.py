@@ -159,9 +159,13 @@ def test_the_script_compares_halumem_runs_and_refuses_a_session_cut_elsewhere(tm
     base = _halumem_run(tmp_path, "base", ["Correct", "Omission"], ["Correct"])
     other = _halumem_run(tmp_path, "other", ["Correct", "Correct"], ["Omission"])
     out = tmp_path / "cmp.json"
+    metrics = json.loads((other / "metrics.json").read_text())
+    (other / "metrics.json").write_text(json.dumps({**metrics, "system_metrics": {"mechanisms": MECHANISMS}}))
     result = compare_main([str(base), str(other), "--out", str(out), "--samples", "100", "--sessions", "2"])
     assert result["comparisons"][0]["quality"]["qa_correct"]["mean"] == pytest.approx(1 / 2)
-    assert "QA correct - base" in out.with_suffix(".md").read_text() and "Sessions 0-1 only" in out.with_suffix(".md").read_text()
+    written = out.with_suffix(".md").read_text()
+    assert "QA correct - base" in written and "Sessions 0-1 only" in written
+    assert "Mechanism counts (each run's whole-run counts: not cut to the first 2 sessions)" in written  # not cut: said so
     locomo = _locomo_run(tmp_path, "locomo", [1, 0])
     with pytest.raises(ValueError, match="--sessions cuts HaluMem runs"):
         compare_main([str(locomo), str(locomo), "--sessions", "1"])
