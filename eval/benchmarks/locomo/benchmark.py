@@ -30,6 +30,7 @@ from eval.benchmarks.locomo.metrics import aggregate, gold_slices, ingest_summar
 from eval.benchmarks.locomo.stages import Search, ingest, judged, judgement_row, predict, predicted, search, searches_in_order
 from eval.benchmarks.locomo.table import headline_table, judge_gold_table, locomo_table
 from eval.context import JsonlRows, RunContext
+from eval.intervals import report_settings
 from eval.metrics import percentiles
 from eval.workers import Progress, Stage, SystemGuard, run_stage
 
@@ -54,6 +55,9 @@ class LoCoMoBenchmark:
     gold: str = "original"
     audit_errata: str = "data/locomo-audit/errors.json"
     oracle_facts: bool = False  # attach each session's observation facts to the turns they cite (oracle-extractor study)
+    # Evidence recall with each list cut at these many returned tokens (eval/budget.py). A reporting choice, not
+    # part of the run's identity: null reads conf/report.yaml's token_budgets (set +benchmark.token_budgets=[..] to override).
+    token_budgets: Sequence[int] | None = None
 
     def __post_init__(self) -> None:
         if self.convention not in CONVENTIONS:
@@ -94,7 +98,8 @@ class LoCoMoBenchmark:
         excluded = self._audited_keys(kept, episodes, ctx, errata)
         slices = gold_slices(kept, judged, excluded, self.convention, self.bootstrap_samples, self.seed)
         headline = [p for p in kept if p["key"] not in excluded] if self.gold == "audited_excluded" and excluded else kept
-        metrics = aggregate(headline, judged, self.convention, self.bootstrap_samples, self.seed)
+        budgets = self.token_budgets if self.token_budgets is not None else report_settings()["token_budgets"]
+        metrics = aggregate(headline, judged, self.convention, self.bootstrap_samples, self.seed, [int(b) for b in budgets])
         ingested = [r for r in ingest_rows.rows() if r["key"] in {e.conversation.sample_id for e in episodes}]
         failures = {"rows": sum(bool(p.get("answer_failure")) for p in kept) + sum(judged.get(p["key"], {}).get("label") is None for p in kept),
                     "ingest_turns": sum(int(r.get("failures") or 0) for r in ingested)}  # fmt: skip
