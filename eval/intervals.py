@@ -108,25 +108,29 @@ def _cluster_samples(
     """``statistic`` on ``n_samples`` two-stage resamples (clusters, then items within them)."""
     names = sorted({label for labels in clusters for label in labels}, key=str)
     position = {name: i for i, name in enumerate(names)}
-    # per group: items sorted by cluster, and each cluster's first index and size in that order
-    layouts = []
-    for labels in clusters:
-        codes = np.array([position[label] for label in labels], dtype=int)
-        order = np.argsort(codes, kind="stable")
-        counts = np.bincount(codes, minlength=len(names))
-        layouts.append((order, np.concatenate([[0], np.cumsum(counts)[:-1]]), counts))
     rng = np.random.default_rng([seed, 1])  # apart from the per-item generator
     drawn = rng.integers(0, len(names), size=(n_samples, len(names)))
-    samples = np.empty(n_samples)
+    picked = []  # per group: (row of each resampled item, its item index), all resamples at once
+    for labels in clusters:
+        codes = np.array([position[label] for label in labels], dtype=int)
+        order = np.argsort(codes, kind="stable")  # items sorted by cluster
+        counts = np.bincount(codes, minlength=len(names))
+        starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+        sizes = counts[drawn].ravel()  # every drawn cluster's size, resample by resample
+        offsets = np.floor(rng.random(int(sizes.sum())) * np.repeat(sizes, sizes)).astype(int)
+        rows = np.repeat(np.repeat(np.arange(n_samples), len(names)), sizes)
+        picked.append((rows, order[np.repeat(starts[drawn].ravel(), sizes) + offsets]))
+    if statistic is resampled_mean and len(columns) == 1 and len(columns[0]) == 1:  # the common case, without a loop
+        rows, idx = picked[0]
+        totals = np.bincount(rows, weights=columns[0][0][idx], minlength=n_samples)
+        counts = np.bincount(rows, minlength=n_samples)
+        return np.where(counts > 0, totals / np.maximum(counts, 1), np.nan)
+    bounds = [np.searchsorted(rows, np.arange(n_samples + 1)) for rows, _ in picked]
+    samples = np.full(n_samples, np.nan)
     for b in range(n_samples):
-        picked = []
-        for order, starts, counts in layouts:
-            sizes = counts[drawn[b]]
-            offsets = np.floor(rng.random(int(sizes.sum())) * np.repeat(sizes, sizes)).astype(int)
-            idx = order[np.repeat(starts[drawn[b]], sizes) + offsets]
-            picked.append(idx)
-        samples[b] = float(statistic(*(c[idx][None] for group, idx in zip(columns, picked) for c in group))[0]) if all(
-            len(idx) for idx in picked) else math.nan  # fmt: skip
+        chosen = [idx[edges[b]:edges[b + 1]] for (_, idx), edges in zip(picked, bounds)]
+        if all(len(c) for c in chosen):  # a group with no item in the drawn clusters: undefined, dropped
+            samples[b] = float(statistic(*(c[i][None] for group, i in zip(columns, chosen) for c in group))[0])
     return samples
 
 
