@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Hashable, Sequence
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ REPORT_CONF = Path(__file__).resolve().parents[1] / "conf" / "report.yaml"
 Groups = Sequence[float] | tuple[Sequence[float], ...]
 
 
+@lru_cache(maxsize=4)
 def report_settings(path: Path = REPORT_CONF) -> dict[str, Any]:
     """conf/report.yaml: how tables choose an interval and which token budgets they show."""
     from omegaconf import OmegaConf
@@ -163,13 +165,16 @@ def format_ci(
 ) -> str:
     """The one table cell for a bootstrap result: ``{"mean", "ci_low", "ci_high"}`` -> ``"62.1 [58.0, 66.2]"``.
 
-    Scaled by ``scale``; the CI is left out when it is undefined; ``missing`` when there is no mean. With
-    ``min_clusters``, the cluster interval where ``chosen_interval`` picks it (the per-item one otherwise).
+    Scaled by ``scale``; the CI is left out when it is undefined; ``missing`` when there is no mean. The cluster
+    interval where ``chosen_interval`` picks it (``min_clusters``, by default conf/report.yaml's), else the
+    per-item one: a row over a single conversation shows its per-question interval, as before.
     """
     if not stat or stat.get("mean") is None:
         return missing
     ci_digits = digits if ci_digits is None else ci_digits
-    prefix = "cluster_" if min_clusters is not None and chosen_interval(stat, min_clusters) == "cluster" else ""
+    if min_clusters is None:
+        min_clusters = int(report_settings()["min_clusters_for_cluster_interval"])
+    prefix = "cluster_" if chosen_interval(stat, min_clusters) == "cluster" else ""
     text = f"{stat['mean'] * scale:.{digits}f}"
     low, high = stat.get(f"{prefix}ci_low"), stat.get(f"{prefix}ci_high")
     if low is not None and high is not None:

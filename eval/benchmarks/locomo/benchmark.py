@@ -25,6 +25,7 @@ from core.api import MemorySystem, ReportsMetrics
 from core.atomic import write_json_atomic
 from core.config_check import ConfigKeyError
 from eval.benchmarks.locomo.audit import GOLD_MODES, audited_keys
+from eval.benchmarks.locomo.budget_table import budget_table, recall_figure
 from eval.benchmarks.locomo.data import CONVENTIONS, Episode, Question, SliceSpec, load_locomo, slice_episodes
 from eval.benchmarks.locomo.metrics import aggregate, gold_slices, ingest_summary, paired_judgements
 from eval.benchmarks.locomo.stages import Search, ingest, judged, judgement_row, predict, predicted, search, searches_in_order
@@ -224,5 +225,11 @@ class LoCoMoBenchmark:
     @staticmethod
     def make_extra_tables(metrics_list: list[dict[str, Any]]) -> dict[str, pd.DataFrame]:
         """``locomo_judge_gold``: the judge-and-gold view of Table 1 (both gold columns, calibration, judge2);
-        ``locomo_headline``: the README's few columns."""
-        return {"locomo_judge_gold": judge_gold_table(metrics_list), "locomo_headline": headline_table(metrics_list)}
+        ``locomo_headline``: the README's few columns; ``locomo_budget``: recall at equal token budgets."""
+        return {"locomo_judge_gold": judge_gold_table(metrics_list), "locomo_headline": headline_table(metrics_list),
+                "locomo_budget": budget_table(metrics_list)}
+
+    @staticmethod
+    def make_figures(metrics_list: list[dict[str, Any]], out: Path) -> list[Path]:
+        """``locomo_recall_vs_tokens.png``: evidence recall against the token budget, per run with stored lists."""
+        return recall_figure(metrics_list, out)

@@ -99,6 +99,7 @@ def aggregate(
             "answer_prompt_mean": sum(r["answer_prompt_tokens"] for r in rows) / max(len(rows), 1),
             "search_mean": sum(r["search_tokens"] for r in rows) / max(len(rows), 1),
         },
+        "conversations": sorted({str(r["sample_id"]) for r in rows}),  # the clusters of every cluster interval
         "returned_tokens": token_summary(row_returned_tokens(r) for r in rows),
         "evidence_recall_at_budget": budget_recall(rows, token_budgets, n_samples, seed),
     }
