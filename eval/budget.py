@@ -61,36 +61,37 @@ def budget_recall(rows: Sequence[Mapping[str, Any]], budgets: Sequence[int], n_s
             for b in budgets}  # fmt: skip
 
 
-def plot_recall_vs_tokens(curves: Mapping[str, Mapping[str, Any]], path: Path, title: str) -> Path:
-    """One line per run: evidence recall (x100) at each token budget, with the interval the table shows as a
-    band; ``curves``: label -> {"budgets": {budget: stat}, "median_tokens": float, "uncut": stat, "interval": key prefix}."""
+def plot_recall_vs_tokens(panels: Mapping[str, Mapping[str, Mapping[str, Any]]], path: Path, title: str) -> Path:
+    """One panel per set of questions (runs are comparable only over the same questions), one line per run:
+    evidence recall (x100) at each token budget, and a star for the whole list at its median size.
+    ``panels``: panel title -> run label -> {"budgets": {budget: stat}, "median_tokens": float, "uncut": stat}.
+    The intervals are in the tables; drawn here they would hide the lines."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(8, 5))
-    for label, curve in curves.items():
-        points = sorted((int(b), s) for b, s in curve["budgets"].items() if s.get("mean") is not None)
-        if not points:
-            continue
-        prefix = curve.get("interval", "")
-        xs = [b for b, _ in points]
-        line = ax.plot(xs, [100 * s["mean"] for _, s in points], marker="o", markersize=3, label=label)[0]
-        lows = [100 * (s.get(f"{prefix}ci_low") if s.get(f"{prefix}ci_low") is not None else s["mean"]) for _, s in points]
-        highs = [100 * (s.get(f"{prefix}ci_high") if s.get(f"{prefix}ci_high") is not None else s["mean"]) for _, s in points]
-        ax.fill_between(xs, lows, highs, color=line.get_color(), alpha=0.08)
-        uncut = curve.get("uncut") or {}
-        if curve.get("median_tokens") is not None and uncut.get("mean") is not None:  # the whole list, at its median size
-            ax.plot([curve["median_tokens"]], [100 * uncut["mean"]], marker="*", markersize=10, color=line.get_color())
-    ax.set_xscale("log")
-    ax.set_xlabel("token budget (tokens of returned text kept, log scale); star: whole list at its median size")
-    ax.set_ylabel("evidence recall x100")
-    ax.set_title(title, fontsize=9)
-    ax.legend(fontsize=6, loc="lower right")
-    ax.grid(alpha=0.3)
+    fig, axes = plt.subplots(len(panels), 1, figsize=(11, 4 * len(panels)), squeeze=False, sharex=True)
+    colours = plt.get_cmap("tab10").colors
+    for ax, (panel, curves) in zip(axes[:, 0], panels.items()):
+        for i, (label, curve) in enumerate(curves.items()):
+            points = sorted((int(b), s) for b, s in curve["budgets"].items() if s.get("mean") is not None)
+            if not points:
+                continue
+            colour, style = colours[i % len(colours)], ("-", "--", ":")[(i // len(colours)) % 3]
+            ax.plot([b for b, _ in points], [100 * s["mean"] for _, s in points], style, marker="o", markersize=3, color=colour, label=label)
+            uncut = curve.get("uncut") or {}
+            if curve.get("median_tokens") is not None and uncut.get("mean") is not None:
+                ax.plot([curve["median_tokens"]], [100 * uncut["mean"]], marker="*", markersize=11, color=colour, linestyle="none")
+        ax.set_xscale("log")
+        ax.set_title(panel, fontsize=9)
+        ax.set_ylabel("evidence recall x100")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    axes[-1][0].set_xlabel("token budget: tokens of returned text kept (log scale)")
+    fig.suptitle(title, fontsize=9)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=120, bbox_inches="tight")
     plt.close(fig)
     return path

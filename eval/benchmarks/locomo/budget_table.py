@@ -12,7 +12,7 @@ from typing import Any
 import pandas as pd
 
 from eval.budget import budget_recall, plot_recall_vs_tokens
-from eval.intervals import chosen_interval, format_ci, interval_note, report_settings
+from eval.intervals import format_ci, interval_note, report_settings
 from eval.rows import read_rows
 from eval.tables import row_label
 
@@ -84,23 +84,25 @@ def _predictions(metrics: dict[str, Any]) -> list[dict[str, Any]] | None:
 
 def recall_figure(metrics_list: list[dict[str, Any]], out: Path) -> list[Path]:
     """``<out>/locomo_recall_vs_tokens.png``: evidence recall against the token budget, one line per run that holds
-    retrieved lists (rows stored with their text), at conf/report.yaml's figure budgets."""
+    retrieved lists (rows stored with their text), one panel per set of questions (conversations and question
+    count), at conf/report.yaml's figure budgets."""
     settings = report_settings()
     budgets = [int(b) for b in settings["figure_token_budgets"]]
-    curves: dict[str, dict[str, Any]] = {}
+    panels: dict[str, dict[str, Any]] = {}
     for m in sorted(metrics_list, key=lambda run: row_label(run)):
         rows = _predictions(m)
         if not rows or not all("retrieved" in r for r in rows):
             continue
         seed = int((m.get("metadata") or {}).get("seed", 0) or 0)
         conversations = sorted({str(r.get("sample_id")) for r in rows})
-        label = f"{row_label(m)} ({', '.join(conversations) if len(conversations) < 3 else f'{len(conversations)} conv'}, {len(rows)} q)"
-        overall = m.get("overall") or {}
-        curves[label] = {"budgets": budget_recall(rows, budgets, int(settings["bootstrap_samples"]), seed),
-                         "median_tokens": (m.get("returned_tokens") or {}).get("median"), "uncut": overall.get("evidence_recall"),
-                         "interval": "cluster_" if chosen_interval(overall.get("judge"), int(settings["min_clusters_for_cluster_interval"])) == "cluster" else ""}  # fmt: skip
-    if not curves:
+        panel = f"{', '.join(conversations) if len(conversations) < 4 else f'{len(conversations)} conversations'}, {len(rows)} questions"
+        panels.setdefault(panel, {})[row_label(m)] = {
+            "budgets": budget_recall(rows, budgets, int(settings["bootstrap_samples"]), seed),
+            "median_tokens": (m.get("returned_tokens") or {}).get("median"), "uncut": (m.get("overall") or {}).get("evidence_recall"),
+        }  # fmt: skip
+    if not panels:
         return []
-    title = ("LoCoMo evidence recall against the token budget (published runs; band: the interval Table 1 shows; "
-             "budgets from conf/report.yaml)")  # fmt: skip
-    return [plot_recall_vs_tokens(curves, out / "locomo_recall_vs_tokens.png", title)]
+    title = ("LoCoMo evidence recall with each run's ranked list cut at a token budget (lines) and whole (stars, at the median\n"
+             "tokens returned); published runs, budgets from conf/report.yaml, intervals in results/tables/locomo_budget.md")  # fmt: skip
+    ordered = dict(sorted(panels.items(), key=lambda item: -len(item[1])))
+    return [plot_recall_vs_tokens(ordered, out / "locomo_recall_vs_tokens.png", title)]
