@@ -55,6 +55,8 @@ def recall_at_budget(row: Mapping[str, Any], budget: int, item_tokens: Sequence[
 
 def budget_recall(rows: Sequence[Mapping[str, Any]], budgets: Sequence[int], n_samples: int, seed: int) -> dict[str, Any]:
     """Budget (as text) -> evidence recall at that budget with both bootstrap intervals (clusters: conversations)."""
+    if not budgets:
+        return {}
     tokens = [row_item_tokens(r) for r in rows]
     clusters = [r.get("sample_id") for r in rows]
     return {str(b): bootstrap_ci([recall_at_budget(r, int(b), t) for r, t in zip(rows, tokens)], n_samples, seed, clusters=clusters)

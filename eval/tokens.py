@@ -38,14 +38,17 @@ def _tokenizer() -> Any:
     return tokenizer
 
 
-def count_tokens(texts: Sequence[str]) -> list[int]:
-    """Tokens of each text."""
-    if not texts:
-        return []
+@lru_cache(maxsize=1 << 16)
+def _count_one(text: str) -> int:
+    """Tokens of one text; cached, as the same memories come back for many questions."""
     tokenizer = _tokenizer()
     with _LOCK:
-        encoded = tokenizer.encode_batch([str(t) for t in texts], add_special_tokens=False)
-    return [len(e.ids) for e in encoded]
+        return len(tokenizer.encode(text, add_special_tokens=False).ids)
+
+
+def count_tokens(texts: Sequence[str]) -> list[int]:
+    """Tokens of each text."""
+    return [_count_one(str(t)) for t in texts]
 
 
 def returned_token_fields(texts: Sequence[str]) -> dict[str, Any]:
