@@ -16,7 +16,9 @@ module reads run folders as ``eval.runner`` writes them and makes no LLM call:
 - both: what the write path cost per ingested turn (calls, tokens, seconds), by purpose.
 
 The paired bootstrap resamples item indices (the same index for both runs) through
-``eval.metrics.bootstrap``, the harness's one bootstrap.
+``eval.intervals.bootstrap``, the harness's one bootstrap, and gives two intervals for every difference: per
+item, and over clusters then items within them (LoCoMo conversations, HaluMem users, conflict-suite contexts),
+still paired within the resampled clusters.
 """
 
 from __future__ import annotations
@@ -29,7 +31,10 @@ import numpy as np
 
 from eval.benchmarks.halumem.judge import QA_LABELS as HALUMEM_LABELS  # Correct/Hallucination/Omission: QA's and updates' shared labels
 from eval.benchmarks.halumem.public import run_rows
-from eval.metrics import bootstrap, resampled_mean, token_f1
+from eval.budget import row_returned_tokens
+from eval.intervals import bootstrap, resampled_mean
+from eval.metrics import token_f1
+from eval.tokens import token_summary
 from eval.rows import SCORED_ROW_FIELD, read_rows, scores
 
 
@@ -46,7 +51,8 @@ def run_kind(run_dir: Path) -> str:
 
 
 def locomo_outcomes(run_dir: Path) -> dict[str, dict[str, Any]]:
-    """question key -> {correct (0/1, the judge), f1 (token F1 with the gold answer), category}."""
+    """question key -> {correct (0/1, the judge), f1 (token F1 with the gold answer), category, cluster (the conversation),
+    returned_tokens (of everything the search returned, eval/tokens.py)}."""
     run_dir = Path(run_dir)
     judged = {row["key"]: row for row in _jsonl(run_dir / "judgements.jsonl")}
     out: dict[str, dict[str, Any]] = {}
@@ -55,18 +61,19 @@ def locomo_outcomes(run_dir: Path) -> dict[str, dict[str, Any]]:
         if verdict is None or verdict.get("correct") is None or (SCORED_ROW_FIELD in verdict and not scores(verdict, row)):
             continue  # unjudged (a judge failure) or judged another answer than this one: not comparable
         out[row["key"]] = {"correct": float(bool(verdict["correct"])), "f1": token_f1(row.get("prediction"), row.get("gold")),
-                           "category": row.get("category")}
+                           "category": row.get("category"), "cluster": row.get("sample_id"), "returned_tokens": row_returned_tokens(row)}
     return out
 
 
 def conflict_outcomes(run_dir: Path) -> dict[str, dict[str, Any]]:
-    """case id -> {detected (conflicting probes, strict) or false_alarm (the others, lenient), type}."""
+    """case id -> {detected (conflicting probes, strict) or false_alarm (the others, lenient), type, cluster (the
+    case's context: its probes are checked against one ingested context)}."""
     out: dict[str, dict[str, Any]] = {}
     for row in _jsonl(Path(run_dir) / "cases.jsonl", "id"):
         if row.get("conflict"):
-            out[row["id"]] = {"detected": float(bool(row["detected_strict"])), "type": row.get("type")}
+            out[row["id"]] = {"detected": float(bool(row["detected_strict"])), "type": row.get("type"), "cluster": row.get("context")}
         else:
-            out[row["id"]] = {"false_alarm": float(bool(row["detected_lenient"])), "type": None}
+            out[row["id"]] = {"false_alarm": float(bool(row["detected_lenient"])), "type": None, "cluster": row.get("context")}
     return out
 
 
@@ -80,7 +87,7 @@ def halumem_outcomes(run_dir: Path, sessions: int | None = None) -> dict[str, di
       save-time check linked it to the memory it replaces);
     - session of the update links (``task`` "alarm"): false alarms and the non-update points they are out of.
 
-    ``sessions`` keeps the rows of sessions 0..sessions-1 only. A writes-only run
+    Every item's ``cluster`` is its user. ``sessions`` keeps the rows of sessions 0..sessions-1 only. A writes-only run
     (``benchmark.score_qa=false``) has link and alarm items only."""
     run_dir = Path(run_dir)
     tables = run_rows(run_dir)
@@ -94,21 +101,32 @@ def halumem_outcomes(run_dir: Path, sessions: int | None = None) -> dict[str, di
     for task, table in (("qa", "qa"), ("update", "updates")):
         for row in filter(kept, tables.get(table, [])):
             label = row.get("label")
-            out[f"{task}:{row['key']}"] = {"task": task, **{name.lower(): float(label == name) for name in HALUMEM_LABELS}}
+            out[f"{task}:{row['key']}"] = {"task": task, "cluster": _user(row),
+                                           **{name.lower(): float(label == name) for name in HALUMEM_LABELS}}
     for row in filter(kept, tables.get("update_links", [])):
         for point in row.get("points", []):
-            out[f"link:{row['key']}:{point['index']}"] = {"task": "link", "right": float(point["outcome"] == "right")}
+            out[f"link:{row['key']}:{point['index']}"] = {"task": "link", "cluster": _user(row), "right": float(point["outcome"] == "right")}
         # events, and the alarmed non-update points (None in a run made before they were counted)
-        out[f"alarm:{row['key']}"] = {"task": "alarm", "false_alarms": float(row["false_alarms"]),
+        out[f"alarm:{row['key']}"] = {"task": "alarm", "cluster": _user(row), "false_alarms": float(row["false_alarms"]),
                                       "false_alarm_points": row.get("false_alarm_points"),
                                       "non_update_points": float(row["non_update_points"])}  # fmt: skip
     return out
 
 
+def _user(row: dict[str, Any]) -> str:
+    """A HaluMem row's user (its ``uuid``; the key's first part in rows written without it)."""
+    return str(row.get("uuid") or str(row["key"]).split(":", 1)[0])
+
+
+def _cluster_labels(keys: list[str], clusters: dict[str, Any] | None) -> list[list[Any]] | None:
+    return None if clusters is None else [[clusters.get(k) for k in keys]]
+
+
 def paired_rate_difference(base: dict[str, tuple[float, float]], other: dict[str, tuple[float, float]], n_samples: int = 2000,
-                           seed: int = 0) -> dict[str, Any]:
+                           seed: int = 0, clusters: dict[str, Any] | None = None) -> dict[str, Any]:
     """``other`` rate minus ``base`` rate, each a ratio of sums (count, out of) over the groups both have, with a
-    paired bootstrap over those groups (HaluMem's false alarms: sessions of false alarms out of non-update points)."""
+    paired bootstrap over those groups (HaluMem's false alarms: sessions of false alarms out of non-update points);
+    with ``clusters`` (key -> cluster) also over clusters, then groups within them."""
     keys = sorted(set(base) & set(other))
     counts_base = [base[k][0] for k in keys]
     counts_other = [other[k][0] for k in keys]
@@ -117,21 +135,30 @@ def paired_rate_difference(base: dict[str, tuple[float, float]], other: dict[str
     def rate_difference(b: np.ndarray, o: np.ndarray, n: np.ndarray) -> np.ndarray:
         return (o.sum(axis=1) - b.sum(axis=1)) / n.sum(axis=1)
 
-    stat = bootstrap(rate_difference, (counts_base, counts_other, out_of), n_samples=n_samples, seed=seed, n=len(keys))
+    stat = bootstrap(rate_difference, (counts_base, counts_other, out_of), n_samples=n_samples, seed=seed, n=len(keys),
+                     clusters=_cluster_labels(keys, clusters))
     total = float(sum(out_of))
     stat["base"] = sum(counts_base) / total if total else None
     stat["other"] = sum(counts_other) / total if total else None
     return stat
 
 
-def paired_difference(base: dict[str, float], other: dict[str, float], n_samples: int = 2000, seed: int = 0) -> dict[str, Any]:
-    """Mean of ``other - base`` over the keys both have, with a paired percentile-bootstrap CI."""
+def paired_difference(base: dict[str, float], other: dict[str, float], n_samples: int = 2000, seed: int = 0,
+                      clusters: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Mean of ``other - base`` over the keys both have, with a paired percentile-bootstrap CI; with ``clusters``
+    (key -> cluster) also the cluster interval (clusters resampled, then questions within them, each question's
+    difference kept whole: paired within the resampled clusters)."""
     keys = sorted(set(base) & set(other))
     diffs = np.array([other[k] - base[k] for k in keys], dtype=float)
-    stat = bootstrap(resampled_mean, diffs, n_samples=n_samples, seed=seed, n=len(keys))
+    stat = bootstrap(resampled_mean, diffs, n_samples=n_samples, seed=seed, n=len(keys), clusters=_cluster_labels(keys, clusters))
     stat["base"] = float(np.mean([base[k] for k in keys])) if keys else None
     stat["other"] = float(np.mean([other[k] for k in keys])) if keys else None
     return stat
+
+
+def _clusters(outcomes: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """item key -> its cluster (conversation, user, context), for the cluster interval of every difference."""
+    return {k: v.get("cluster") for k, v in outcomes.items()}
 
 
 def _column(outcomes: dict[str, dict[str, Any]], field: str, where: Any = None) -> dict[str, float]:
@@ -139,27 +166,33 @@ def _column(outcomes: dict[str, dict[str, Any]], field: str, where: Any = None) 
 
 
 def compare_locomo(base_dir: Path, other_dir: Path, n_samples: int = 2000, seed: int = 0) -> dict[str, Any]:
-    """Judge accuracy and F1, overall and per category: each run's value and the paired difference."""
+    """Judge accuracy and F1, overall and per category: each run's value and the paired difference; beside them
+    the tokens each run's searches returned over the shared questions (accuracy at what context cost)."""
     base, other = locomo_outcomes(base_dir), locomo_outcomes(other_dir)
+    clusters = _clusters(base)
     out: dict[str, Any] = {"n_shared": len(set(base) & set(other)), "only_base": len(set(base) - set(other)),
                            "only_other": len(set(other) - set(base))}  # fmt: skip
     for field in ("correct", "f1"):
-        out[field] = paired_difference(_column(base, field), _column(other, field), n_samples, seed)
+        out[field] = paired_difference(_column(base, field), _column(other, field), n_samples, seed, clusters)
     categories = sorted({v["category"] for v in base.values() if v["category"] is not None})
     out["per_category"] = {
         str(c): paired_difference(_column(base, "correct", lambda v, c=c: v["category"] == c),
-                                  _column(other, "correct", lambda v, c=c: v["category"] == c), n_samples, seed)
+                                  _column(other, "correct", lambda v, c=c: v["category"] == c), n_samples, seed, clusters)
         for c in categories
     }
+    shared = set(base) & set(other)
+    out["returned_tokens"] = {name: token_summary(v["returned_tokens"] for k, v in run.items() if k in shared)
+                              for name, run in (("base", base), ("other", other))}  # fmt: skip
     return out
 
 
 def compare_conflict(base_dir: Path, other_dir: Path, n_samples: int = 2000, seed: int = 0) -> dict[str, Any]:
     """Detection and false-alarm rates: each run's value and the paired difference over the same cases."""
     base, other = conflict_outcomes(base_dir), conflict_outcomes(other_dir)
+    clusters = _clusters(base)
     return {"n_shared": len(set(base) & set(other)),
-            "detected": paired_difference(_column(base, "detected"), _column(other, "detected"), n_samples, seed),
-            "false_alarm": paired_difference(_column(base, "false_alarm"), _column(other, "false_alarm"), n_samples, seed)}
+            "detected": paired_difference(_column(base, "detected"), _column(other, "detected"), n_samples, seed, clusters),
+            "false_alarm": paired_difference(_column(base, "false_alarm"), _column(other, "false_alarm"), n_samples, seed, clusters)}
 
 
 def compare_halumem(base_dir: Path, other_dir: Path, n_samples: int = 2000, seed: int = 0, sessions: int | None = None) -> dict[str, Any]:
@@ -167,14 +200,15 @@ def compare_halumem(base_dir: Path, other_dir: Path, n_samples: int = 2000, seed
     non-update point): each run's rate and the paired difference over the same questions, update points or
     sessions, both runs cut to their first ``sessions`` sessions when given."""
     base, other = halumem_outcomes(base_dir, sessions), halumem_outcomes(other_dir, sessions)
+    clusters = _clusters(base)
     out: dict[str, Any] = {"n_shared": len(set(base) & set(other)), "only_base": len(set(base) - set(other)),
                            "only_other": len(set(other) - set(base)), "sessions": sessions}  # fmt: skip
     for task in ("qa", "update"):
         for label in HALUMEM_LABELS:
             name = label.lower()
             out[f"{task}_{name}"] = paired_difference(_column(base, name, lambda v, t=task: v["task"] == t),
-                                                      _column(other, name, lambda v, t=task: v["task"] == t), n_samples, seed)
-    out["link_right"] = paired_difference(_column(base, "right"), _column(other, "right"), n_samples, seed)
+                                                      _column(other, name, lambda v, t=task: v["task"] == t), n_samples, seed, clusters)
+    out["link_right"] = paired_difference(_column(base, "right"), _column(other, "right"), n_samples, seed, clusters)
 
     # alarmed points where both runs counted them, else events (a run made before points were counted)
     rows = [v for v in (*base.values(), *other.values()) if v["task"] == "alarm"]
@@ -183,7 +217,7 @@ def compare_halumem(base_dir: Path, other_dir: Path, n_samples: int = 2000, seed
     def alarms(outcomes: dict[str, dict[str, Any]]) -> dict[str, tuple[float, float]]:
         return {k: (float(v[counted]), v["non_update_points"]) for k, v in outcomes.items() if v["task"] == "alarm"}
 
-    out["false_alarm"] = {**paired_rate_difference(alarms(base), alarms(other), n_samples, seed),
+    out["false_alarm"] = {**paired_rate_difference(alarms(base), alarms(other), n_samples, seed, clusters),
                           "counted": "points" if counted == "false_alarm_points" else "events"}
     return out
 

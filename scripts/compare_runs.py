@@ -3,12 +3,17 @@
     python -m scripts.compare_runs <BASE run folder> <OTHER run folder> [<OTHER> ...] [--out FILE.json] [--plot FILE.png] [--sessions N]
 
 LoCoMo runs: judge accuracy and token F1 of both, and OTHER - BASE with a paired bootstrap CI,
-overall and per category. Conflict-suite runs: detection and false alarms, the same way. Both:
+overall and per category, beside the tokens each run's searches returned (median / p95). Conflict-suite runs: detection and false alarms, the same way. Both:
 the write cost per turn (calls, tokens, seconds; share of calls the response cache served). HaluMem runs:
 QA and update correct/hallucination/omission, paired by question and update point; with --sessions N over
 the first N sessions only (a session-limited run against the same sessions of a whole-user run). No LLM
 call. Prints a markdown table, and under it the mechanism counts of every MOSAIC run (eval/mechanism_counts.py);
 with --out also writes the JSON (and the tables beside it as .md); with --plot a forest plot of the differences (PNG).
+
+Every difference carries two intervals: per item (questions, cases, update points), and over clusters then items
+within them (LoCoMo conversations, HaluMem users, conflict-suite contexts; eval/intervals.py). Both are printed:
+the per-item one trusts items to be independent, which questions about one conversation are not; over a single
+conversation or user the cluster interval holds for that one only.
 """
 
 from __future__ import annotations
@@ -29,11 +34,25 @@ def _pct(value: float | None, signed: bool = False) -> str:
     return f"{value * 100:+.1f}" if signed else f"{value * 100:.1f}"
 
 
-def _diff(stat: dict[str, Any]) -> str:
+# what a benchmark's cluster is, as the table names it
+CLUSTER_UNITS = {"locomo": "conversation", "halumem": "user", "conflict": "context"}
+
+
+def _diff(stat: dict[str, Any], unit: str = "cluster") -> str:
+    """``+5.0 [+1.0, +9.0]; by conversation (10): [-2.0, +12.0]``: the per-item interval, then the cluster one."""
     if stat.get("mean") is None:
         return ""
     ci = f" [{_pct(stat['ci_low'], True)}, {_pct(stat['ci_high'], True)}]" if stat.get("ci_low") is not None else ""
+    if stat.get("cluster_ci_low") is not None:
+        ci += f"; by {unit} ({stat['n_clusters']}): [{_pct(stat['cluster_ci_low'], True)}, {_pct(stat['cluster_ci_high'], True)}]"
     return f"{_pct(stat['mean'], True)}{ci}"
+
+
+def _tokens(summary: dict[str, Any] | None) -> str:
+    """Tokens returned per search as ``median / p95``."""
+    if not summary or summary.get("median") is None:
+        return ""
+    return f"{summary['median']:.0f} / {summary['p95']:.0f}"
 
 
 def _num(value: float | None, digits: int = 2) -> str:
@@ -78,8 +97,10 @@ def markdown(result: dict[str, Any]) -> str:
     """One table: the base row, then each OTHER with its paired difference from the base."""
     kind = result["benchmark"]
     fields = _FIELDS.get(kind, _FIELDS["conflict"])
+    unit = CLUSTER_UNITS.get(kind, "cluster")
     quality = [head for _, name in fields for head in (name, f"{name} - base")]
-    head = ["run", *quality, "n", "calls/turn", "tokens/turn", "s/turn", "cached calls"]
+    returned = ["tokens returned p50 / p95"] if kind == "locomo" else []
+    head = ["run", *quality, *returned, "n", "calls/turn", "tokens/turn", "s/turn", "cached calls"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
 
     def cost(c: dict[str, Any]) -> list[str]:
@@ -88,15 +109,22 @@ def markdown(result: dict[str, Any]) -> str:
     first = result["comparisons"][0]["quality"] if result["comparisons"] else None
     if first:
         base_cells = [cell for field, _ in fields for cell in (_pct(first[field]["base"]), "")]
-        lines.append("| " + " | ".join([f"base: {result['base']}", *base_cells, str(first["n_shared"]), *cost(result["base_write_cost"])]) + " |")
+        base_tokens = [_tokens(first.get("returned_tokens", {}).get("base"))] if returned else []
+        lines.append("| " + " | ".join([f"base: {result['base']}", *base_cells, *base_tokens, str(first["n_shared"]),
+                                         *cost(result["base_write_cost"])]) + " |")  # fmt: skip
     for row in result["comparisons"]:
         q = row["quality"]
-        cells = [cell for field, _ in fields for cell in (_pct(q[field]["other"]), _diff(q[field]))]
-        lines.append("| " + " | ".join([row["run"], *cells, str(q["n_shared"]), *cost(row["write_cost"])]) + " |")
-    unit = "probe (tokens are not recorded per probe)" if kind == "conflict" else "ingested turn"
+        cells = [cell for field, _ in fields for cell in (_pct(q[field]["other"]), _diff(q[field], unit))]
+        tokens = [_tokens(q.get("returned_tokens", {}).get("other"))] if returned else []
+        lines.append("| " + " | ".join([row["run"], *cells, *tokens, str(q["n_shared"]), *cost(row["write_cost"])]) + " |")
+    per = "probe (tokens are not recorded per probe)" if kind == "conflict" else "ingested turn"
     lines.append("")
     scope = f" Sessions 0-{result['sessions'] - 1} only." if result.get("sessions") else ""
-    lines.append(f"Differences are OTHER - base in points, paired bootstrap 95% CI over the shared items; cost per {unit}.{scope}")
+    lines.append(f"Differences are OTHER - base in points with two paired bootstrap 95% CIs over the shared items: per item, then "
+                 f"'by {unit} (k)': {unit}s resampled, then items within them (k {unit}s; with one it holds for that {unit} only). "
+                 f"Cost per {per}.{scope}")
+    if returned:
+        lines.append("Tokens returned: the text of everything a search returned, per question (eval/tokens.py).")
     return "\n".join(lines)
 
 

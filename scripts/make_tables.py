@@ -5,7 +5,8 @@
 Groups runs by benchmark, calls that benchmark class's static ``make_table`` (class path
 recorded in metrics.json as ``benchmark_target``), writes <out>/<benchmark>.{md,csv,tex}
 and prints the Markdown; a class's optional ``make_extra_tables`` adds more (LoCoMo: the
-judge-and-gold view, locomo_judge_gold.*; the README's headline views, *_headline.*). The
+judge-and-gold view, locomo_judge_gold.*; the README's headline views, *_headline.*; recall at equal token
+budgets, locomo_budget.*) and an optional ``make_figures`` draws PNGs into <out> (LoCoMo: recall against tokens). The
 scaling benchmark's files under results/bench/ become <out>/scaling.*, each amortised figure
 labelled measured or extrapolated.
 
@@ -87,6 +88,9 @@ def build(root: Path, out: Path, convention: str | None = None) -> dict[str, str
         for name, extra_table in (extra(runs) if extra else {}).items():
             write_tables(extra_table, out / name)
             written[name] = to_markdown(extra_table)
+        figures = getattr(cls, "make_figures", None)  # e.g. LoCoMo's recall against tokens
+        for path in figures(runs, out) if figures else []:
+            print(f"figure: {_shown(str(path))}")
     return written
 
 

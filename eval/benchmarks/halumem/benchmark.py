@@ -52,6 +52,7 @@ from eval.benchmarks.halumem.metrics import by_memory_type, by_question_type, ex
 from eval.benchmarks.halumem.table import make_table
 from eval.benchmarks.halumem.update_links import fact_id_of, link_session, update_link_metrics
 from eval.context import RunContext
+from eval.tokens import returned_token_fields, token_summary
 from eval.workers import SystemGuard, run_stage
 
 log = logging.getLogger(__name__)
@@ -336,6 +337,7 @@ class HaluMemBenchmark:
                 _replay_search(system, namespace, point.content, self.update_k)
                 continue
             returned = [item.text for item in system.search(namespace, point.content, self.update_k)]
+            tokens = returned_token_fields(returned)  # tokens returned per search, one tokenizer for every system (eval/tokens.py)
             if returned:
                 verdict = judge.update(returned, point.content, list(point.original_memories))
             else:  # nothing came back: the update is missing, no judge needed
@@ -350,6 +352,7 @@ class HaluMemBenchmark:
                     "memory_type": point.memory_type,
                     "importance": point.importance,
                     "returned": returned,
+                    **tokens,
                     "label": verdict.value,
                     "failure": verdict.failure,
                     "reason": verdict.reason,
@@ -383,6 +386,7 @@ class HaluMemBenchmark:
                     "response": answer["text"],
                     "answer_failure": answer.get("failure"),  # the answerer's LLM gave no usable answer
                     "n_retrieved": len(retrieved),
+                    **returned_token_fields([item.text for item in retrieved]),  # eval/tokens.py
                     **self._evidence_fields(list(question.evidence), retrieved, facts, s_idx),
                     "answer_prompt_tokens": answer.get("prompt_tokens"),
                     "answer_latency_s": answer.get("latency_s"),
@@ -444,7 +448,10 @@ class HaluMemBenchmark:
                  "new_similarity": self.link_new_similarity, "matched_by": "fact_id where an item has one (oracle runs), else its text"}
                 if links else None
             ),  # fmt: skip
-            "bootstrap": {"samples": n_boot, "seed": seed, "confidence": 0.95, "unit": "item"},
+            "bootstrap": {"samples": n_boot, "seed": seed, "confidence": 0.95, "unit": "item", "cluster_unit": "user"},
+            # tokens each search returned (median, p95; eval/tokens.py names the tokenizer), QA and update searches apart
+            "returned_tokens": {"qa": token_summary(r.get("returned_tokens") for r in rows["qa"]),
+                                "updates": token_summary(r.get("returned_tokens") for r in rows["updates"])},
             # failed LLM work: verdict rows retried by the next run of the same command; add failures the system reported
             "failures": {"rows": sum(failed(r) for name in SCORED_TABLES for r in rows.get(name, [])),
                          "ingest_turns": sum(int(r.get("add_failures") or 0) for r in sessions)},

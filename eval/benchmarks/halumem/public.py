@@ -39,7 +39,7 @@ _ROW_STAMPS = (INPUT_HASH_FIELD, SCORED_ROW_FIELD)  # hashes eval/rows.py stamps
 _WHERE = ("key", "uuid", "session")
 _INTEGRITY = (*_WHERE, "memory_type", "memory_source", "is_interference", "importance", "score", "failure", "n_stored")
 _ACCURACY = (*_WHERE, "score", "in_gold_fields", "failure")
-_UPDATES = (*_WHERE, "memory_type", "importance", "label", "failure", "n_returned", "n_original_memories")
+_UPDATES = (*_WHERE, "memory_type", "importance", "label", "failure", "n_returned", "n_original_memories", "retrieved_tokens", "returned_tokens")
 
 # Per row table (file halumem_<table>.jsonl): the fields published. Left out, as text of the dataset or of a
 # model reading it: integrity/updates memory_content, updates original_memories and returned, accuracy memory,
@@ -54,7 +54,7 @@ PUBLIC_FIELDS: dict[str, tuple[str, ...]] = {
     "updates": _UPDATES,
     "updates_noclarify": _UPDATES,
     # gold fact ids ("<session>:p<index>") name points without quoting them (benchmark.py, _evidence_fields)
-    "qa": (*_WHERE, "question_type", "difficulty", "answer_failure", "n_retrieved", "answer_prompt_tokens", "answer_latency_s",
+    "qa": (*_WHERE, "question_type", "difficulty", "answer_failure", "n_retrieved", "retrieved_tokens", "returned_tokens", "answer_prompt_tokens", "answer_latency_s",
            "label", "failure", "n_evidence", "evidence_fact_ids", "retrieved_fact_ids", "evidence_held", "evidence_ever_held"),
     # update_links.py: counts and outcome labels only; each point is (index, outcome, targets_held, events, verdicts)
     "update_links": (*_WHERE, "points", "non_update_points", "events", "false_alarms", "false_alarm_points", "false_alarm_verdicts",

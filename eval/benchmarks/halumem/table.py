@@ -7,6 +7,7 @@ from typing import Any, Callable
 import pandas as pd
 
 from eval.benchmarks.halumem.update_links import false_alarm_text
+from eval.intervals import interval_note, report_settings
 from eval.metrics import format_ci
 from eval.tables import FAILURES_COLUMN, failures_cell, row_label
 
@@ -70,6 +71,25 @@ def _slice(run: dict[str, Any]) -> str:
     return ""
 
 
+def interval_cell(run: dict[str, Any]) -> str:
+    """Which interval the run's cells show: the user interval from conf/report.yaml's number of users up, else the
+    per-item one (over one user: it holds for that user only). A run made before users were counted in its
+    intervals is described by its user count."""
+    stat = dict((run.get("qa") or run.get("updating") or {}).get("correct") or {})
+    if stat and stat.get("n_clusters") is None and (run.get("counts") or {}).get("users") == 1:
+        stat["n_clusters"] = 1
+    return interval_note(stat, int(report_settings()["min_clusters_for_cluster_interval"]), item="item", cluster="user")
+
+
+def tokens_cell(run: dict[str, Any]) -> str:
+    """Tokens each QA search returned, ``median / p95`` (eval/tokens.py); '-' for a run that did not count them."""
+    summary = (run.get("returned_tokens") or {}).get("qa") or {}
+    return "-" if summary.get("median") is None else f"{summary['median']:.0f} / {summary['p95']:.0f}"
+
+
+EXTRA_ROWS = ["Interval shown", "Tokens returned per QA search (p50 / p95)"]
+
+
 def make_table(metrics: list[dict[str, Any]], convention: str | None = None) -> Any:
     """Table 2: one column per measured run (percent, 95% CI), then labelled paper columns."""
     row_specs: list[tuple[str, Callable[[dict[str, Any]], dict[str, Any] | None]]] = [
@@ -94,8 +114,10 @@ def make_table(metrics: list[dict[str, Any]], convention: str | None = None) -> 
         columns[label] = [format_ci(getter(run), digits=2, ci_digits=1, missing="-") for _, getter in row_specs]
         columns[label].append(failures_cell(run))
         columns[label] += [cell(run) for _, cell in link_rows]
+        columns[label] += [interval_cell(run), tokens_cell(run)]
     for paper_label, values in {**PAPER_VALUES, **REPORTED_VALUES}.items():
-        columns[paper_label] = [f"{values[name]:.2f}" if name in values else "" for name, _ in row_specs] + [""] + ["" for _ in link_rows]
-    table = pd.DataFrame(columns, index=[name for name, _ in row_specs] + [FAILURES_COLUMN] + [name for name, _ in link_rows])
+        columns[paper_label] = ([f"{values[name]:.2f}" if name in values else "" for name, _ in row_specs] + [""] + ["" for _ in link_rows]
+                                + ["" for _ in EXTRA_ROWS])  # fmt: skip
+    table = pd.DataFrame(columns, index=[name for name, _ in row_specs] + [FAILURES_COLUMN] + [name for name, _ in link_rows] + EXTRA_ROWS)
     table.index.name = "metric (%)"
     return table

@@ -25,11 +25,13 @@ from core.api import MemorySystem, ReportsMetrics
 from core.atomic import write_json_atomic
 from core.config_check import ConfigKeyError
 from eval.benchmarks.locomo.audit import GOLD_MODES, audited_keys
+from eval.benchmarks.locomo.budget_table import budget_table, recall_figure
 from eval.benchmarks.locomo.data import CONVENTIONS, Episode, Question, SliceSpec, load_locomo, slice_episodes
 from eval.benchmarks.locomo.metrics import aggregate, gold_slices, ingest_summary, paired_judgements
 from eval.benchmarks.locomo.stages import Search, ingest, judged, judgement_row, predict, predicted, search, searches_in_order
 from eval.benchmarks.locomo.table import headline_table, judge_gold_table, locomo_table
 from eval.context import JsonlRows, RunContext
+from eval.intervals import report_settings
 from eval.metrics import percentiles
 from eval.workers import Progress, Stage, SystemGuard, run_stage
 
@@ -54,6 +56,9 @@ class LoCoMoBenchmark:
     gold: str = "original"
     audit_errata: str = "data/locomo-audit/errors.json"
     oracle_facts: bool = False  # attach each session's observation facts to the turns they cite (oracle-extractor study)
+    # Evidence recall with each list cut at these many returned tokens (eval/budget.py). A reporting choice, not
+    # part of the run's identity: null reads conf/report.yaml's token_budgets (set +benchmark.token_budgets=[..] to override).
+    token_budgets: Sequence[int] | None = None
 
     def __post_init__(self) -> None:
         if self.convention not in CONVENTIONS:
@@ -94,7 +99,8 @@ class LoCoMoBenchmark:
         excluded = self._audited_keys(kept, episodes, ctx, errata)
         slices = gold_slices(kept, judged, excluded, self.convention, self.bootstrap_samples, self.seed)
         headline = [p for p in kept if p["key"] not in excluded] if self.gold == "audited_excluded" and excluded else kept
-        metrics = aggregate(headline, judged, self.convention, self.bootstrap_samples, self.seed)
+        budgets = self.token_budgets if self.token_budgets is not None else report_settings()["token_budgets"]
+        metrics = aggregate(headline, judged, self.convention, self.bootstrap_samples, self.seed, [int(b) for b in budgets])
         ingested = [r for r in ingest_rows.rows() if r["key"] in {e.conversation.sample_id for e in episodes}]
         failures = {"rows": sum(bool(p.get("answer_failure")) for p in kept) + sum(judged.get(p["key"], {}).get("label") is None for p in kept),
                     "ingest_turns": sum(int(r.get("failures") or 0) for r in ingested)}  # fmt: skip
@@ -219,5 +225,11 @@ class LoCoMoBenchmark:
     @staticmethod
     def make_extra_tables(metrics_list: list[dict[str, Any]]) -> dict[str, pd.DataFrame]:
         """``locomo_judge_gold``: the judge-and-gold view of Table 1 (both gold columns, calibration, judge2);
-        ``locomo_headline``: the README's few columns."""
-        return {"locomo_judge_gold": judge_gold_table(metrics_list), "locomo_headline": headline_table(metrics_list)}
+        ``locomo_headline``: the README's few columns; ``locomo_budget``: recall at equal token budgets."""
+        return {"locomo_judge_gold": judge_gold_table(metrics_list), "locomo_headline": headline_table(metrics_list),
+                "locomo_budget": budget_table(metrics_list)}
+
+    @staticmethod
+    def make_figures(metrics_list: list[dict[str, Any]], out: Path) -> list[Path]:
+        """``locomo_recall_vs_tokens.png``: evidence recall against the token budget, per run with stored lists."""
+        return recall_figure(metrics_list, out)

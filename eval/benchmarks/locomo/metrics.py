@@ -5,13 +5,16 @@ prediction they judged, per-category means with bootstrap CIs, ingest cost, and 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from core.api import LLMUsage
 from eval.benchmarks.locomo.audit import GOLD_MODES
 from eval.benchmarks.locomo.data import CONVENTIONS
+from eval.budget import budget_recall, row_returned_tokens
 from eval.metrics import bleu1, bootstrap_ci, evidence_recall, percentiles, set_f1_mem0, token_f1
 from eval.rows import SCORED_ROW_FIELD, scores
+from eval.tokens import token_summary
 
 
 def paired_judgements(predictions: list[dict[str, Any]], judgements: list[dict[str, Any]], legacy: bool) -> dict[str, dict[str, Any]]:
@@ -38,10 +41,11 @@ METRIC_FIELDS = ("judge", "f1", "f1_set_mem0", "bleu1", "evidence_recall")
 
 
 def cell_summary(rows: list[dict[str, Any]], n_samples: int, seed: int) -> dict[str, Any]:
-    """Mean and 95% bootstrap CI of every metric over ``rows``, plus n and judge failures."""
-    out: dict[str, Any] = {"n": len(rows), "judge_failures": sum(r["judge"] is None for r in rows)}
+    """Mean and 95% bootstrap CIs of every metric over ``rows`` (per question, and over conversations then
+    questions within them: ``eval.intervals``), plus n, conversations and judge failures."""
+    out: dict[str, Any] = {"n": len(rows), "n_clusters": len({r["sample_id"] for r in rows}), "judge_failures": sum(r["judge"] is None for r in rows)}
     for name in METRIC_FIELDS:
-        out[name] = bootstrap_ci([r[name] for r in rows if r[name] is not None], n_samples, seed)
+        out[name] = bootstrap_ci([r[name] for r in rows], n_samples, seed, clusters=[r["sample_id"] for r in rows])
     return out
 
 
@@ -69,7 +73,10 @@ def aggregate(
     convention: str,
     n_samples: int,
     seed: int,
+    token_budgets: Sequence[int] = (),
 ) -> dict[str, Any]:
+    """Per-category and overall cells, latency, LLM tokens per query, tokens returned per search and (for
+    each of ``token_budgets``) evidence recall with every list cut at that many returned tokens."""
     rows = []
     for p in predictions:
         verdict = judgements.get(p["key"], {}).get("correct")
@@ -92,6 +99,9 @@ def aggregate(
             "answer_prompt_mean": sum(r["answer_prompt_tokens"] for r in rows) / max(len(rows), 1),
             "search_mean": sum(r["search_tokens"] for r in rows) / max(len(rows), 1),
         },
+        "conversations": sorted({str(r["sample_id"]) for r in rows}),  # the clusters of every cluster interval
+        "returned_tokens": token_summary(row_returned_tokens(r) for r in rows),
+        "evidence_recall_at_budget": budget_recall(rows, token_budgets, n_samples, seed),
     }
 
 

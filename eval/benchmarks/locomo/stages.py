@@ -17,6 +17,7 @@ from eval.benchmarks.locomo.data import Episode, Question, Session
 from eval.context import JsonlRows, RunContext
 from eval.judge import LLMJudge
 from eval.rows import SCORED_ROW_FIELD, row_sha256, scores
+from eval.tokens import returned_token_fields
 from eval.workers import Progress, in_worker
 
 
@@ -110,7 +111,8 @@ def searches_in_order(
 
 
 def predict(system: MemorySystem, episode: Episode, question: Question, ctx: RunContext, top_k: int, found: Search | None = None) -> dict[str, Any]:
-    """Search (unless ``found`` is given), then the shared answerer; the row records what was retrieved, latency and tokens."""
+    """Search (unless ``found`` is given), then the shared answerer; the row records what was retrieved (with the
+    tokens of each item, eval/tokens.py), latency and LLM tokens."""
     found = found or search(system, episode, question, ctx, top_k)
     retrieved, search_s = found.retrieved, found.seconds
     answer = ctx.answerer.answer(question.question, retrieved, question_time=episode.question_time)
@@ -126,6 +128,7 @@ def predict(system: MemorySystem, episode: Episode, question: Question, ctx: Run
         "prediction": answer["text"],
         "retrieved": [{"text": r.text, "score": r.score, "timestamp": r.timestamp, "source_turn_ids": r.source_turn_ids} for r in retrieved],
         "retrieved_turn_ids": retrieved_ids,
+        **returned_token_fields([r.text for r in retrieved]),  # retrieved_tokens per item, returned_tokens in all
         "search_latency_s": search_s,
         "answer_latency_s": answer["latency_s"],
         "total_latency_s": search_s + answer["latency_s"],

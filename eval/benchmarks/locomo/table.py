@@ -10,6 +10,7 @@ from typing import Any
 import pandas as pd
 
 from eval.benchmarks.locomo.audit import audited_keys
+from eval.benchmarks.locomo.budget_table import BUDGET_CAPTION, budget_columns, min_clusters
 from eval.benchmarks.locomo.data import CONVENTIONS, sample_positions
 from eval.benchmarks.locomo.judge_calibration import load_calibration, summary_cell
 from eval.benchmarks.locomo.metrics import gold_slices, paired_judgements
@@ -118,6 +119,7 @@ def locomo_table(metrics_list: list[dict[str, Any]], convention: str | None = No
         row["search p50/p95 (s)"] = format_pair(latency.get("search_s", {}))
         row["total p50/p95 (s)"] = format_pair(latency.get("total_s", {}))
         row["tokens/query"] = round(m.get("tokens_per_query", {}).get("mean", 0.0), 1)
+        row.update(budget_columns(m))  # equal-budget recall, tokens returned, which interval the cells show
         row[FAILURES_COLUMN] = failures_cell(m)
         row["paper (reported) overall J"] = paper_reported_cell(m)
         rows.append(row)
@@ -130,7 +132,8 @@ def locomo_table(metrics_list: list[dict[str, Any]], convention: str | None = No
         "Judge calibration: acceptance of the audit bank's vague-but-wrong and specific-but-wrong answers and of gold answers "
         "(results/judge/; a lenient judge rewards vague answers). 'paper (reported)' is copied from the MOSAIC paper, not measured, "
         "and shown only on the row run as the paper configured the system (no ablation, no system.* override). "
-        "Failures: rows (answers or judgements) that got no usable LLM reply / ingested turns the system failed to store."
+        "Failures: rows (answers or judgements) that got no usable LLM reply / ingested turns the system failed to store. "
+        + BUDGET_CAPTION.format(min_clusters=min_clusters())
     )
     return table
 
@@ -160,12 +163,13 @@ def headline_table(metrics_list: list[dict[str, Any]]) -> pd.DataFrame:
             f"evidence recall@{m.get('top_k', 'k')}": format_ci(overall.get("evidence_recall")),
             FAILURES_COLUMN: failures_cell(m),
             "paper (reported) judge": paper_reported_cell(m),
+            **budget_columns(m),
         })  # fmt: skip
     table = pd.DataFrame(rows).set_index("system")
     table.attrs["caption"] = (
         "LoCoMo (Table 1, headline columns; every column in results/tables/locomo.md). x100 [95% bootstrap CI]; "
         "'audited gold' excludes the questions whose gold answer locomo-audit marks wrong. 'paper (reported)' is "
-        "copied from the MOSAIC paper (full LoCoMo, its own LLM), not measured here."
+        "copied from the MOSAIC paper (full LoCoMo, its own LLM), not measured here. " + BUDGET_CAPTION.format(min_clusters=min_clusters())
     )
     return table
 

@@ -215,3 +215,35 @@ def test_update_links_compare_by_point_and_false_alarms_as_a_rate_over_sessions(
     compare_main([str(base), str(other), "--out", str(out), "--samples", "100"])
     table = out.with_suffix(".md").read_text()
     assert "update linked right - base" in table and "+33.3" in table and "+10.0" in table
+
+
+def _locomo_clustered_run(tmp_path, name, correct_by_conversation, retrieved_text="one two three"):
+    """A LoCoMo run over several conversations, 20 questions each; ``correct_by_conversation``: 0/1 per conversation."""
+    run = tmp_path / name
+    run.mkdir()
+    (run / "metrics.json").write_text(json.dumps({"benchmark": "locomo", "metadata": {"git_sha": "abc"}}))
+    rows, verdicts = [], []
+    for c, correct in enumerate(correct_by_conversation):
+        for q in range(20):
+            key = f"conv-{c}:q{q}"
+            rows.append({"key": key, "sample_id": f"conv-{c}", "category": 1, "prediction": "x", "gold": "y",
+                         "retrieved": [{"text": retrieved_text, "source_turn_ids": []}]})  # fmt: skip
+            verdicts.append({"key": key, "correct": bool(correct)})
+    _write(run / "predictions.jsonl", rows)
+    _write(run / "judgements.jsonl", verdicts)
+    _write(run / "ingest.jsonl", [{"key": "conv-0", "n_turns": 1, "usage_reported": {}, "usage_metered": {}, "add_latency_s": [1.0]}])
+    return run
+
+
+def test_locomo_differences_carry_a_conversation_interval_and_the_script_prints_both(tmp_path, capsys):
+    # the gain sits in three of six conversations: per question it looks certain, per conversation far less so
+    base = _locomo_clustered_run(tmp_path, "base", [0, 0, 0, 0, 0, 0])
+    other = _locomo_clustered_run(tmp_path, "other", [1, 1, 1, 0, 0, 0], retrieved_text="one two three four five")
+    correct = compare_locomo(base, other, n_samples=500)["correct"]
+    assert correct["n"] == 120 and correct["n_clusters"] == 6 and correct["mean"] == pytest.approx(0.5)
+    assert correct["cluster_ci_high"] - correct["cluster_ci_low"] > 2 * (correct["ci_high"] - correct["ci_low"])
+    result = compare_main([str(base), str(other), "--samples", "300"])
+    table = capsys.readouterr().out
+    assert "; by conversation (6): [" in table and "tokens returned p50 / p95" in table
+    assert "| 5 / 5 |" in table  # other's searches return five one-token words per question (base: "3 / 3")
+    assert result["comparisons"][0]["quality"]["returned_tokens"]["base"]["median"] == 3

@@ -15,6 +15,7 @@ from eval.benchmarks.halumem.benchmark import HaluMemBenchmark
 from eval.benchmarks.halumem.data import QUESTION_TYPES, HaluMemSchemaError, halumem_time_to_iso, load_halumem_hub, load_halumem_jsonl
 from eval.benchmarks.halumem.metrics import by_memory_type, by_question_type, extraction_metrics, f1_score, label_metrics
 from eval.context import RunContext
+from eval.tokens import count_tokens
 from eval.benchmarks.halumem.judge import ACCURACY_SCHEMA, INTEGRITY_SCHEMA, QA_SCHEMA, UPDATE_SCHEMA, HaluMemJudge
 from core.api import AddReport, Retrieved, StoredItem, Turn
 from tests.conftest import REPO
@@ -325,6 +326,13 @@ def test_run_follows_halumem_protocol_and_resumes(tmp_path):
     assert metrics["qa"]["correct"]["mean"] == 1.0 and metrics["main_metric"] == 1.0
     assert set(metrics["by_question_type"]) == set(QUESTION_TYPES)
     assert metrics["extraction_source"] == "inspect"
+    # every search's returned text is counted (eval/tokens.py), QA and update searches alike
+    qa_rows = [json.loads(line) for line in (tmp_path / "halumem_qa.jsonl").read_text().splitlines()]
+    update_rows = [json.loads(line) for line in (tmp_path / "halumem_updates.jsonl").read_text().splitlines()]
+    assert all(r["returned_tokens"] == sum(r["retrieved_tokens"]) and len(r["retrieved_tokens"]) == r["n_retrieved"] for r in qa_rows)
+    assert all(r["returned_tokens"] == sum(r["retrieved_tokens"]) == sum(count_tokens(r["returned"])) for r in update_rows)
+    assert metrics["returned_tokens"]["qa"]["n"] == 9 and metrics["returned_tokens"]["updates"]["n"] == 3
+    assert metrics["qa"]["correct"]["n_clusters"] == 2  # the user interval beside the per-question one
 
     # QA searches with the question (20 results), asked at the session's end time; updates
     # search with the point's own content (10 results)
@@ -398,6 +406,10 @@ def test_make_table_has_measured_and_labelled_paper_columns(tmp_path):
     assert table.loc["Update correct", "reported by HaluMem: MemOS (HaluMem-Medium, 20 users)"] == "62.11"
     zep = "reported by HaluMem: Zep (HaluMem-Medium, 20 users)"
     assert table.loc["Extraction F1", zep] == "" and table.loc["Update correct", zep] == "47.28"  # Zep lists no memories
+    # two users: too few for the user interval, and the row says so; tokens each QA search returned (eval/tokens.py)
+    assert table.loc["Interval shown", measured[0]] == "item bootstrap; 2 users, under 5: too few for a user interval"
+    assert table.loc["Tokens returned per QA search (p50 / p95)", measured[0]] != "-"
+    assert with_extraction["qa"]["correct"]["n_clusters"] == 2 and with_extraction["extraction"]["f1"]["n_clusters"] == 2
     assert table.loc["QA omission", "paper: MOSAIC (HaluMem-Medium)"] == "16.74"
 
 

