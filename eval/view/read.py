@@ -49,7 +49,9 @@ def row_warnings() -> Iterator[list[str]]:
 
     class Keep(logging.Handler):
         def emit(self, record: logging.LogRecord) -> None:
-            found.append(record.getMessage())
+            message = record.getMessage()
+            if message not in found:  # a file read twice (rows, then outcomes) is reported once
+                found.append(message)
 
     handler = Keep(logging.WARNING)
     logger = logging.getLogger("eval.rows")
