@@ -158,6 +158,7 @@ function itemTable(spec, prefix) {
       return;
     }
     it.open = el("tr", { class: "detail", "data-detail-of": it.key }, el("td", { colspan: spec.head.length }, spec.detail(it)));
+    it.open.hidden = tr.hidden;
     tr.after(it.open);
     setParams({ [prefix + "open"]: it.key });
   }
