@@ -260,9 +260,10 @@ def check_inputs(cfg: DictConfig) -> None:
 def run(cfg: DictConfig, overrides: list[str] | None = None) -> dict[str, Any]:
     """Run the configured benchmark on the configured system and return metrics (also on disk)."""
     validate(cfg)
-    check_inputs(cfg)
     inputs = input_hashes(cfg)
     run_dir = run_dir_for(cfg, inputs)
+    if not _finished_cleanly(cfg, run_dir):  # a finished run's inputs were checked when it ran: its folder is named for their content
+        check_inputs(cfg)
     created = [p for p in [run_dir, *run_dir.parents] if not p.exists()]  # folders this call makes, deepest first
     with sigterm_unwinds(), RunLock(run_dir):  # a folder another process holds fails here, before anything below
         try:
@@ -272,6 +273,11 @@ def run(cfg: DictConfig, overrides: list[str] | None = None) -> dict[str, Any]:
                 _remove_unstarted(run_dir, created)
             raise
     return metrics
+
+
+def _finished_cleanly(cfg: DictConfig, run_dir: Path) -> bool:
+    metrics_path = run_dir / "metrics.json"
+    return not cfg.overwrite and metrics_path.is_file() and not failed_rows(read_metrics(metrics_path))
 
 
 def _remove_unstarted(run_dir: Path, created: list[Path]) -> None:

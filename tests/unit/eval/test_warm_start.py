@@ -42,3 +42,29 @@ def test_a_finished_run_prints_its_table_from_disk_without_pandas(tmp_path):
     done = _python(code % "False")
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().splitlines()[-1] == "True" and "the table as the run wrote it" not in done.stdout
+
+
+def test_a_finished_run_skips_the_input_check_and_every_other_run_makes_it(tmp_path, monkeypatch):
+    """Parsing the dataset again (about a third of a warm rerun) is skipped only where it was done before: a
+    clean finished folder, named for the content hashes of the very inputs."""
+    import eval.runner as runner
+    from omegaconf import OmegaConf
+
+    checked: list[bool] = []
+    monkeypatch.setattr(runner, "validate", lambda cfg: None)
+    monkeypatch.setattr(runner, "input_hashes", lambda cfg: {})
+    monkeypatch.setattr(runner, "run_dir_for", lambda cfg, inputs: tmp_path / "run")
+    monkeypatch.setattr(runner, "check_inputs", lambda cfg: checked.append(True))
+    monkeypatch.setattr(runner, "_run_locked", lambda cfg, overrides, run_dir, inputs: {})
+    (tmp_path / "run").mkdir()
+
+    def checks(overwrite: bool = False) -> bool:
+        checked.clear()
+        runner.run(OmegaConf.create({"overwrite": overwrite}))
+        return bool(checked)
+
+    assert checks()  # nothing finished yet
+    (tmp_path / "run" / "metrics.json").write_text(json.dumps({"failures": {"rows": 2}}))
+    assert checks()  # failed rows: the rerun does work
+    (tmp_path / "run" / "metrics.json").write_text(json.dumps({"failures": {"rows": 0}}))
+    assert not checks() and checks(overwrite=True)
