@@ -10,12 +10,13 @@ the repository root; needs Debian's chromium (``apt-get install chromium``).
 from __future__ import annotations
 
 import argparse
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
 from eval.compare import locomo_outcomes
 from eval.view.browser import screenshot
-from scripts.view import main as view_main
 
 ROOT = Path(__file__).resolve().parent.parent
 RUNS = Path("results") / "published" / "runs" / "locomo"  # relative: the pages name runs as a reader would type them
@@ -35,8 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         for folders, fragment, name in shots:
             page = Path(tmp) / (Path(name).stem + ".html")
-            if view_main([*map(str, folders), "--out", str(page)]) != 0:
-                return 2
+            subprocess.run([sys.executable, "-m", "scripts.view", *map(str, folders), "--out", str(page)], cwd=ROOT, check=True)
             print(screenshot(page, args.out / name, fragment, width=1400, height=1500))
     return 0
 

@@ -12,7 +12,11 @@ differences on a comparison page are ``scripts.compare_runs``'s, computed by the
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -36,25 +40,37 @@ def default_out(folders: list[Path]) -> Path:
     return REPO / "results" / "views" / f"{name}.html"
 
 
-def comparison(folders: list[Path], runs: list[dict[str, Any]]) -> dict[str, Any]:
-    """The paired differences of every other run against the first, as ``scripts.compare_runs`` prints them."""
-    from scripts.compare_runs import compare, markdown
+def markdown_blocks(text: str) -> list[dict[str, Any]]:
+    """Printed Markdown as blocks: each table (head, rows) and each paragraph between them, in order."""
+    blocks: list[dict[str, Any]] = []
+    for chunk in text.strip().split("\n\n"):
+        lines = chunk.strip().splitlines()
+        if lines and all(line.startswith("|") for line in lines):
+            cells = [[c.strip() for c in line.strip().strip("|").split("|")] for line in lines]
+            blocks.append({"head": cells[0], "rows": cells[2:]})
+        elif chunk.strip():
+            blocks.append({"text": " ".join(chunk.split())})
+    return blocks
 
+
+def comparison(folders: list[Path], runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The paired differences of every other run against the first: what ``scripts.compare_runs`` prints, from
+    that command itself (run as a process, so the page shows exactly its numbers and commands stay separate)."""
     kinds = {r["benchmark"] for r in runs}
     if len(kinds) > 1:
         raise ViewError(f"these runs measured different benchmarks ({', '.join(sorted(kinds))}): compare runs of one benchmark")
     unfinished = [r["path"] for r in runs if not r["finished"]]
     if unfinished:
         raise ViewError(f"{unfinished[0]} has not finished (no metrics.json): compare finished runs, or open it alone to see what is missing")
-    try:
-        result = compare(folders[0], folders[1:])
-    except FileNotFoundError as err:
-        raise ViewError(str(err)) from err
-    lines = [line for line in markdown(result).splitlines()]
-    table = [line for line in lines if line.startswith("|")]
-    head = [c.strip() for c in table[0].strip("|").split("|")]
-    rows = [[c.strip() for c in line.strip("|").split("|")] for line in table[2:]]
-    note = " ".join(line for line in lines if line and not line.startswith("|"))
+    with tempfile.TemporaryDirectory(prefix="view-compare-") as tmp:
+        out = Path(tmp) / "compare.json"
+        command = [sys.executable, "-m", "scripts.compare_runs", *map(str, folders), "--out", str(out)]
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+        done = subprocess.run(command, capture_output=True, text=True, env=env)
+        if done.returncode != 0:
+            last = (done.stderr.strip().splitlines() or ["(no message)"])[-1]
+            raise ViewError(f"scripts.compare_runs failed on these runs: {last}")
+        result = json.loads(out.read_text(encoding="utf-8"))
     per_category = None
     if result["benchmark"] == "locomo":
         labels = read_json(folders[0] / "metrics.json").get("category_labels") or {}
@@ -67,7 +83,8 @@ def comparison(folders: list[Path], runs: list[dict[str, Any]]) -> dict[str, Any
                 pc_rows.append([row["run"], labels.get(category, category), f"{stat['base'] * 100:.1f}", f"{stat['other'] * 100:.1f}",
                                 f"{stat['mean'] * 100:+.1f}{ci}", str(stat.get("n"))])  # fmt: skip
         per_category = {"head": ["run", "category", "A", "other", "other - A", "n"], "rows": pc_rows}
-    return {"benchmark": result["benchmark"], "table": {"head": head, "rows": rows, "note": note}, "per_category": per_category,
+    return {"benchmark": result["benchmark"], "printed": markdown_blocks(done.stdout), "per_category": per_category,
+            "command": "python -m scripts.compare_runs " + " ".join(map(str, folders)),
             "table_id": COMPARED_TABLE.get(result["benchmark"], "questions")}  # fmt: skip
 
 

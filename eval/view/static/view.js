@@ -300,10 +300,16 @@ function comparePage() {
   box.append(nav([["comparison", "#compare", true], ...runs.map((r, k) => [`run ${String.fromCharCode(65 + k)}: ${r.system}/${r.ablation}`, `#run=${c.runs[k]}`, false])]));
   box.append(el("h1", {}, `Comparison: ${c.benchmark}, ${runs.length} runs`));
   box.append(el("ul", {}, ...runs.map((r, k) => el("li", {}, el("strong", {}, String.fromCharCode(65 + k) + ": "), r.path))));
-  box.append(el("h2", {}, "Paired difference against A (as scripts.compare_runs prints it)"));
-  const t = el("table", { class: "inner" }, el("tr", {}, ...c.table.head.map((h) => el("th", {}, h))));
-  for (const row of c.table.rows) t.append(el("tr", {}, ...row.map((v) => el("td", {}, v))));
-  box.append(el("div", { class: "scroll" }, t), el("p", { class: "muted" }, c.table.note));
+  box.append(el("h2", {}, "Paired difference against A (as scripts.compare_runs prints it)"), el("p", { class: "path" }, c.command));
+  for (const block of c.printed) {
+    if (!block.head) {
+      box.append(el("p", { class: "muted" }, block.text));
+      continue;
+    }
+    const t = el("table", { class: "inner" }, el("tr", {}, ...block.head.map((h) => el("th", {}, h))));
+    for (const row of block.rows) t.append(el("tr", {}, ...row.map((v) => el("td", {}, v))));
+    box.append(el("div", { class: "scroll" }, t));
+  }
   if (c.per_category && c.per_category.rows.length) {
     const pc = el("table", { class: "inner" }, el("tr", {}, ...c.per_category.head.map((h) => el("th", {}, h))));
     for (const row of c.per_category.rows) pc.append(el("tr", {}, ...row.map((v) => el("td", {}, v))));
