@@ -163,6 +163,9 @@ def read_json_list(path: Path) -> list[Any]:
     return data if isinstance(data, list) else []
 
 
+_COUNTS = ("calls_per_case", "tokens", "seconds", "_s")  # stats with a CI that are counts, not rates: not drawn on a 0-100 scale
+
+
 def chart(metrics: dict[str, Any]) -> list[dict[str, Any]]:
     """Groups of bars with CIs: LoCoMo per category (judge, F1, evidence recall), the others every stat found."""
     groups: list[dict[str, Any]] = []
@@ -179,7 +182,8 @@ def chart(metrics: dict[str, Any]) -> list[dict[str, Any]]:
 
     def walk(path: list[str], value: Any) -> None:
         stat = _stat(value)
-        if stat and stat["lo"] is not None:
+        rate = stat is not None and stat["lo"] is not None and 0 <= stat["lo"] <= stat["hi"] <= 1 and not path[-1].endswith(_COUNTS)
+        if stat and rate:
             found.setdefault(" / ".join(path[:-1]) or "overall", []).append({"name": path[-1], **stat})
         elif isinstance(value, dict):
             for key, inner in value.items():
