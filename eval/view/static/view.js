@@ -229,7 +229,7 @@ function indexPage() {
   }));
   box.append(itemTable({
     head: ["benchmark", "system", "ablation", "hash", "where", "finished", "n", "headline [95% CI]", "code sha", "finished at"],
-    items, groupName: "benchmark",
+    items, groupName: "benchmark", noState: true,
     renderCell: (it, i, v) => i === 3 ? el("a", { href: `#run=${it.run}`, onclick: (e) => e.stopPropagation() }, cell(v)) : cell(v),
     detail: (it) => el("p", {}, el("a", { href: `#run=${it.run}` }, "open " + it.key)),
   }, "i"));
