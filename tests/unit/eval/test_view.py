@@ -88,3 +88,23 @@ def test_embedded_data_cannot_close_its_script_element():
     page = html_page("a </title> title", {"mode": "run"}, [{"x": "</script>"}])
     assert page.count("</script>") == 3 and "a &lt;/title&gt; title" in page  # view-data, run-0 and the viewer's script
     assert "http://" not in page and "https://" not in page  # nothing fetched from a network
+
+
+def test_serve_answers_on_localhost_only(tmp_path):
+    import subprocess
+    import sys
+    import urllib.request
+
+    run = locomo_run(tmp_path / "runs" / "locomo" / "rag" / "none" / "a", n=3)
+    out = tmp_path / "page.html"
+    server = subprocess.Popen([sys.executable, "-m", "scripts.view", str(run), "--out", str(out), "--serve", "--port", "0"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parents[3])  # fmt: skip
+    try:
+        line = server.stdout.readline()
+        assert line.startswith("serving on http://127.0.0.1:"), line + server.stderr.read()
+        url = line.split()[2]
+        with urllib.request.urlopen(url, timeout=30) as response:
+            assert response.read().decode() == out.read_text()
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
