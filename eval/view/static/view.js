@@ -141,6 +141,7 @@ function itemTable(spec, prefix) {
   table.append(el("thead", {}, headRow), tbody);
 
   const rows = spec.items.map((it) => {
+    it.open = null; // a row object outlives a re-render (the run's data is parsed once): its detail row does not
     it.search = (it.search || it.cols.map(cell).join(" ")).toLowerCase();
     const tr = el("tr", { class: "item", "data-key": it.key, "data-state": it.state, "data-group": it.group });
     it.cols.forEach((v, i) => tr.append(el("td", {}, spec.renderCell ? spec.renderCell(it, i, v) : cell(v))));
