@@ -120,6 +120,8 @@ def main(argv: list[str] | None = None) -> int:
         "load_average_before": [round(x, 2) for x in load_before],
         "load_average_after": [round(x, 2) for x in os.getloadavg()],
         "cpus": os.cpu_count(),
+        # more runnable processes than cores when it started: both numbers are then inflated by other work
+        "machine_busy": load_before[0] > (os.cpu_count() or 1),
         "bytecode_cache": os.environ.get("PYTHONPYCACHEPREFIX") or "__pycache__ beside each module",
         "python": platform.python_version(),
         "git_sha": git_sha(),
