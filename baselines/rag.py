@@ -14,7 +14,6 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any
 
-import faiss
 import numpy as np
 
 from core.embed import Embedder
@@ -71,6 +70,7 @@ class RagMemory:
     def _space(self, namespace: str) -> _Namespace:
         space = self._spaces.setdefault(namespace, _Namespace())
         if space.index is None:
+            import faiss  # here, not at the top: a finished run's rerun builds no index
             space.index = faiss.IndexFlatIP(self.embedder.dim)
         return space
 
@@ -144,6 +144,7 @@ class RagMemory:
 
     def restore(self, namespace: str, state: dict[str, Any]) -> None:
         space = _Namespace(chunks=copy.deepcopy(state["chunks"]), vectors=[v.copy() for v in state["vectors"]])
+        import faiss  # here, not at the top: a finished run's rerun builds no index
         space.index = faiss.IndexFlatIP(self.embedder.dim)
         if space.vectors:
             space.index.add(np.vstack(space.vectors).astype(np.float32))

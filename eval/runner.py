@@ -25,7 +25,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from hydra.utils import get_class, instantiate
 from omegaconf import DictConfig, OmegaConf
 
@@ -225,6 +224,8 @@ def check_credentials(*clients: Any) -> None:
 def latency_summary(latencies_s: list[float]) -> dict[str, float | int]:
     if not latencies_s:
         return {"n": 0}
+    import numpy as np  # here, not at the top: a rerun of a finished run never needs it
+
     values = np.asarray(latencies_s)
     return {"n": int(values.size), "p50_s": float(np.percentile(values, 50)), "p95_s": float(np.percentile(values, 95)), "mean_s": float(values.mean())}
 
@@ -259,9 +260,10 @@ def check_inputs(cfg: DictConfig) -> None:
 def run(cfg: DictConfig, overrides: list[str] | None = None) -> dict[str, Any]:
     """Run the configured benchmark on the configured system and return metrics (also on disk)."""
     validate(cfg)
-    check_inputs(cfg)
     inputs = input_hashes(cfg)
     run_dir = run_dir_for(cfg, inputs)
+    if not _finished_cleanly(cfg, run_dir):  # a finished run's inputs were checked when it ran: its folder is named for their content
+        check_inputs(cfg)
     created = [p for p in [run_dir, *run_dir.parents] if not p.exists()]  # folders this call makes, deepest first
     with sigterm_unwinds(), RunLock(run_dir):  # a folder another process holds fails here, before anything below
         try:
@@ -271,6 +273,11 @@ def run(cfg: DictConfig, overrides: list[str] | None = None) -> dict[str, Any]:
                 _remove_unstarted(run_dir, created)
             raise
     return metrics
+
+
+def _finished_cleanly(cfg: DictConfig, run_dir: Path) -> bool:
+    metrics_path = run_dir / "metrics.json"
+    return not cfg.overwrite and metrics_path.is_file() and not failed_rows(read_metrics(metrics_path))
 
 
 def _remove_unstarted(run_dir: Path, created: list[Path]) -> None:
@@ -302,7 +309,10 @@ def _run_locked(cfg: DictConfig, overrides: list[str] | None, run_dir: Path, inp
         if finished_code and not same_code(finished_code, code):
             log.warning("%s was computed under code %s; the code is now %s (overwrite=true recomputes it)",
                         metrics_path, code_label(finished_code), code_label(code))  # fmt: skip
-        _finish(cfg, run_dir, finished, log_external=False)
+        # table.md is a function of metrics.json and the code: written by this same code, it is printed as it is,
+        # so a rerun of a finished run imports no table code (pandas); other code rebuilds it
+        same = bool(finished_code) and same_code(finished_code, code)
+        _finish(cfg, run_dir, finished, log_external=False, table_on_disk=same)
         return finished
     if cfg.overwrite and any(p.name not in (LOCK_NAME, SIDECAR_NAME) for p in run_dir.iterdir()):
         log.info("overwrite=true: clearing %s (the LLM cache still makes the redo cheap)", run_dir)
@@ -405,15 +415,21 @@ def _record_invocation(provenance: Provenance, llm: Any, judge_llm: Any, started
     atomic_write_json(provenance.path, record)
 
 
-def _finish(cfg: DictConfig, run_dir: Path, metrics: dict[str, Any], log_external: bool) -> None:
-    benchmark_cls = get_class(metrics["metadata"]["benchmark_target"])
-    table = benchmark_cls.make_table([metrics])
-    markdown = to_markdown(table)
-    (run_dir / "table.md").write_text(markdown + "\n")
+def _finish(cfg: DictConfig, run_dir: Path, metrics: dict[str, Any], log_external: bool, table_on_disk: bool = False) -> None:
+    table_path = run_dir / "table.md"
+    table = None
+    if table_on_disk and table_path.is_file() and table_path.stat().st_mtime >= (run_dir / "metrics.json").stat().st_mtime:
+        markdown = table_path.read_text().rstrip("\n")
+    else:
+        benchmark_cls = get_class(metrics["metadata"]["benchmark_target"])
+        table = benchmark_cls.make_table([metrics])
+        markdown = to_markdown(table)
+        table_path.write_text(markdown + "\n")
     print(markdown)
     if log_external:
         try:
             instantiate(cfg.logger).log_run(run_dir, semantic_config(cfg), metrics, table)
         except Exception as err:  # the files are the record; a logger failure must not lose the run
             log.warning("logger %s failed (%s); files are intact in %s", cfg.logger.get("_target_"), err, run_dir)
+    print(f"view it: python -m scripts.view {run_dir}")
     print(run_dir / "metrics.json")

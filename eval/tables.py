@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
+if TYPE_CHECKING:  # tables are DataFrames, but nothing here calls pandas itself: a finished run's rerun stays light
+    import pandas as pd
 
 
 def format_pair(stat: dict[str, Any], keys: tuple[str, str] = ("p50", "p95"), digits: int = 2) -> str:

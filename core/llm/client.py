@@ -12,14 +12,14 @@ import logging
 import os
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
-
-import httpx
-from tenacity import Retrying, retry_if_exception, stop_after_attempt, stop_after_delay, wait_exponential
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from core.api import ChatResult, LLMError, LLMOutputError, LLMUsage
 from core.llm.cache import ResponseCache
 from core.llm.meter import UsageMeter
+
+if TYPE_CHECKING:  # httpx and tenacity are imported where a request is made: a finished run's rerun makes none
+    import httpx
 
 log = logging.getLogger(__name__)
 
@@ -126,6 +126,8 @@ class EmptyContentError(BadResponseError):
 
 
 def _retryable(err: BaseException) -> bool:
+    import httpx
+
     if isinstance(err, httpx.TransportError | httpx.TimeoutException | BadResponseError):
         return True
     if isinstance(err, httpx.HTTPStatusError):
@@ -217,6 +219,8 @@ class OpenAICompatClient:
         _ = self.api_key
 
     def _client(self) -> httpx.Client:
+        import httpx
+
         if self._http is None:
             self._http = httpx.Client(
                 timeout=self.timeout_s, headers={"Authorization": f"Bearer {self.api_key}"}, trust_env=False
@@ -227,6 +231,8 @@ class OpenAICompatClient:
 
     def wait_until_healthy(self, timeout_s: float) -> None:
         """Poll ``/health`` (vLLM and llama.cpp) or ``/v1/models`` until the server answers."""
+        import httpx
+
         deadline = time.monotonic() + timeout_s
         last: Exception | None = None
         assert self._http is not None
@@ -244,6 +250,8 @@ class OpenAICompatClient:
     @property
     def model_id(self) -> str:
         if self._model is None:
+            import httpx
+
             url = self.api_base + "/models"
             try:
                 response = self._client().get(url)
@@ -263,6 +271,8 @@ class OpenAICompatClient:
     # -- calls ------------------------------------------------------------------------
     def _post(self, payload: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
         """POST one chat completion; retry transport faults, 5xx/429 and unusable 200s within patience_s."""
+        from tenacity import Retrying, retry_if_exception, stop_after_attempt, stop_after_delay, wait_exponential
+
         client = self._client()
         url = self.api_base + "/chat/completions"
         deadline = time.monotonic() + self.patience_s
@@ -302,6 +312,8 @@ class OpenAICompatClient:
         purpose: str = "other",
         top_logprobs: int = 0,
     ) -> ChatResult:
+        import httpx
+
         payload: dict[str, Any] = {
             "model": self.model_id,
             "messages": messages,

@@ -16,9 +16,8 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
 from tqdm import tqdm
 
 from core.api import MemorySystem, ReportsMetrics
@@ -34,6 +33,9 @@ from eval.context import JsonlRows, RunContext
 from eval.intervals import report_settings
 from eval.metrics import percentiles
 from eval.workers import Progress, Stage, SystemGuard, run_stage
+
+if TYPE_CHECKING:  # tables are built in eval.benchmarks.locomo.table, which imports pandas when it builds one
+    import pandas as pd
 
 
 @dataclass

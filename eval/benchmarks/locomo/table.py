@@ -5,9 +5,10 @@ headline columns. A run from before audited gold existed gets its gold slices re
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
+if TYPE_CHECKING:  # pandas is imported where a table is built (a rerun of a finished run may never build one)
+    import pandas as pd
 
 from eval.benchmarks.locomo.audit import audited_keys
 from eval.benchmarks.locomo.budget_table import BUDGET_CAPTION, budget_columns, min_clusters
@@ -82,6 +83,8 @@ def slice_label(metrics: dict[str, Any]) -> str:
 
 
 def locomo_table(metrics_list: list[dict[str, Any]], convention: str | None = None) -> pd.DataFrame:
+    import pandas as pd
+
     if not metrics_list:
         return pd.DataFrame()
     convention = convention or metrics_list[0].get("convention", "locomo")
@@ -146,6 +149,8 @@ def paper_reported_cell(metrics: dict[str, Any]) -> str:
 
 
 def headline_table(metrics_list: list[dict[str, Any]]) -> pd.DataFrame:
+    import pandas as pd
+
     """The README's view of Table 1: one row per run, overall judge accuracy on both golds, token F1, evidence
     recall, failures and the paper's value (on the paper-configuration row only)."""
     if not metrics_list:
@@ -175,6 +180,8 @@ def headline_table(metrics_list: list[dict[str, Any]]) -> pd.DataFrame:
 
 
 def judge_gold_table(metrics_list: list[dict[str, Any]]) -> pd.DataFrame:
+    import pandas as pd
+
     """One row per run: judge accuracy on original and audited gold, and how lenient that judge is."""
     if not metrics_list:
         return pd.DataFrame()
