@@ -22,11 +22,13 @@ runs that came from a dirty tree or whose start and end code differ.
 from __future__ import annotations
 
 import hashlib
+import inspect
 import json
 import subprocess
 from pathlib import Path
 from typing import Any
 
+from hydra.utils import get_class
 from omegaconf import DictConfig, OmegaConf
 
 from core.api import HarnessError
@@ -53,13 +55,28 @@ def _strings(node: Any, prefix: str) -> list[tuple[str, str]]:
     return [(prefix, node)] if isinstance(node, str) else []
 
 
+def with_constructor_defaults(block: Any) -> Any:
+    """A config block plus the string defaults of its ``_target_``'s constructor for the keys it leaves out: a
+    run that drops a key (``~benchmark.path``) reads the constructor's default file, so that file is an input
+    like a named one (hashed into the run folder's name and checked when the benchmark parses it)."""
+    if not isinstance(block, dict) or not isinstance(block.get("_target_"), str):
+        return block
+    try:
+        parameters = inspect.signature(get_class(block["_target_"])).parameters
+    except (ImportError, ValueError, TypeError):  # not importable here: validate() and the build report it
+        return block
+    defaults = {name: p.default for name, p in parameters.items() if name not in block and isinstance(p.default, str)}
+    return {**block, **defaults}
+
+
 def input_files(cfg: DictConfig) -> dict[str, Path]:
-    """Config key -> file for every string in the benchmark/system blocks that names an existing file."""
+    """Config key -> file for every string in the benchmark/system blocks (and their constructors' defaults for
+    keys the blocks leave out) that names an existing file."""
     found: dict[str, Path] = {}
     for block in INPUT_BLOCKS:
         if block not in cfg or cfg[block] is None:
             continue
-        resolved = OmegaConf.to_container(cfg[block], resolve=True)
+        resolved = with_constructor_defaults(OmegaConf.to_container(cfg[block], resolve=True))
         for key, value in _strings(resolved, block):
             if key.endswith("_target_") or not value or "\n" in value or len(value) > 1024:
                 continue

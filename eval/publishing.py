@@ -23,7 +23,7 @@ import yaml
 from eval.benchmarks.halumem import public as halumem_public
 from eval.ingest_cost import ingest_cost
 from eval.provenance import same_code
-from eval.runner import read_metrics
+from eval.runner import FOLDER_NAME, read_metrics
 
 ROOT = Path(__file__).resolve().parents[1]
 PUBLISHED_RUNS = ROOT / "results" / "published" / "runs"
@@ -76,6 +76,20 @@ def _copy_run(run: Path, target: Path, metrics: dict[str, Any] | None) -> None:
         shutil.copytree(run, target, ignore=RUN_FOLDER_SCRATCH)
 
 
+def run_folder(run: Path) -> Path:
+    """``run`` as an absolute path without ``..`` (relative paths are taken from the checkout)."""
+    return (ROOT / run if not run.is_absolute() else run).resolve()
+
+
+def target_for(run: Path, root: Path) -> Path:
+    """Where ``run`` (resolved) is published under ``root``: its last four folder names, each a plain name, so
+    the copy always lands inside ``root``."""
+    parts = run.parts[-RUN_PATH_PARTS:]
+    if len(parts) < RUN_PATH_PARTS or not all(FOLDER_NAME.fullmatch(part) for part in parts):
+        raise SystemExit(f"{run}: not a run folder (<results_dir>/runs/<benchmark>/<system>/<ablation>/<config hash>); pass the folder run.py printed")
+    return root.joinpath(*parts)
+
+
 def publish(run: Path, published_runs: Path | None = None) -> Path:
     """Copy a finished run folder to ``<published_runs>/<benchmark>/<system>/<ablation>/<hash>``; its new path.
 
@@ -83,7 +97,7 @@ def publish(run: Path, published_runs: Path | None = None) -> Path:
     code change during the run (published rows come from one committed sha). A folder published already is
     left as it is when its metrics.json is the same file, and refused when it differs. A HaluMem run is copied
     without text (module docstring) and refused when its kept rows do not give its metrics back."""
-    run = ROOT / run if not run.is_absolute() else run
+    run = run_folder(run)
     metrics_file = run / "metrics.json"
     if not metrics_file.is_file():
         raise SystemExit(f"{run}: no metrics.json; finish the run (rerun its command) before publishing it")
@@ -91,7 +105,7 @@ def publish(run: Path, published_runs: Path | None = None) -> Path:
     flags = provenance_flags(metrics)
     if flags:
         raise SystemExit(f"{run}: not publishable: {'; '.join(flags)}; rerun it from a clean tree at one commit")
-    target = (published_runs or PUBLISHED_RUNS).joinpath(*run.parts[-RUN_PATH_PARTS:])
+    target = target_for(run, published_runs or PUBLISHED_RUNS)
     if target.exists():
         if filecmp.cmp(target / "metrics.json", metrics_file, shallow=False):
             return target
@@ -108,7 +122,7 @@ def publish_unfinished(run: Path, unfinished_runs: Path | None = None) -> Path:
     finished, with its measured cost per turn, is then the result. Refused for a finished run (publish() it),
     for a run started from a dirty tree and for one resumed on other code (provenance.json). A folder
     published unfinished before is replaced: the newer copy holds everything the older one did, and more."""
-    run = ROOT / run if not run.is_absolute() else run
+    run = run_folder(run)
     if (run / "metrics.json").is_file():
         raise SystemExit(f"{run} is finished: publish it as a run (python -m scripts.publish {run})")
     record_file = run / "provenance.json"
@@ -121,7 +135,7 @@ def publish_unfinished(run: Path, unfinished_runs: Path | None = None) -> Path:
     if any(not same_code(call.get("code", {}), start) for call in record.get("invocations", [])):
         raise SystemExit(f"{run}: resumed on other code than it started with; rerun it from one commit")
     cost = {"code": start["git_sha"], **ingest_cost(run)}
-    target = (unfinished_runs or UNFINISHED_RUNS).joinpath(*run.parts[-RUN_PATH_PARTS:])
+    target = target_for(run, unfinished_runs or UNFINISHED_RUNS)
     if target.exists():
         shutil.rmtree(target)
     _copy_run(run, target, None)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import re
 import shutil
 import signal
 import threading
@@ -56,6 +57,10 @@ TRANSPORT_KEYS = ("cache_path", "verbosity", "flash_attn", "base_url", "api_key_
 FAILURES_EXIT = 3
 # config blocks validate() checks against their constructors before the run folder exists
 CHECKED_BLOCKS = ("system", "benchmark", "embedder", "answerer", "llm", "judge.llm", "logger")
+# keys whose values become folder names under results_dir: one plain path component each, so no value
+# (``..``, an absolute path, a newline, 300 characters) can put a run outside results_dir or fail mkdir
+FOLDER_NAME_KEYS = ("benchmark.name", "system.name", "ablation_name")
+FOLDER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+=,-]{0,99}")
 
 
 class ConfigError(HarnessError, ValueError):
@@ -147,6 +152,11 @@ def validate(cfg: DictConfig) -> None:
     for name in ("name",):
         if name not in cfg.system or name not in cfg.benchmark:
             raise ConfigError(f"conf/system and conf/benchmark files need a `{name}` key (used in the results path)")
+    for key in FOLDER_NAME_KEYS:
+        value = OmegaConf.select(cfg, key, default=None)
+        if not isinstance(value, str) or not FOLDER_NAME.fullmatch(value):
+            raise ConfigError(f"{key}={value!r}: must be a folder name of 1-100 letters, digits and . _ - + = , starting with a "
+                              f"letter or digit (it is part of the run folder's path under results_dir), e.g. {key}=none")
     bad = config_checks.problems(cfg)
     if bad:
         raise ConfigError("; ".join(bad))
@@ -175,14 +185,13 @@ def atomic_write_json(path: Path, payload: dict[str, Any]) -> None:
 
 
 def run_dir_for(cfg: DictConfig, inputs: dict[str, str] | None = None) -> Path:
-    return (
-        Path(cfg.results_dir)
-        / "runs"
-        / str(cfg.benchmark.name)
-        / str(cfg.system.name)
-        / str(cfg.ablation_name)
-        / config_hash(cfg, inputs)
-    )
+    """``<results_dir>/runs/<benchmark>/<system>/<ablation>/<config hash>``; a folder-name key that would leave
+    results_dir (validate() refuses them first) fails here too, before any folder is made."""
+    names = [str(cfg.benchmark.name), str(cfg.system.name), str(cfg.ablation_name)]
+    bad = [name for name in names if not FOLDER_NAME.fullmatch(name)]
+    if bad:
+        raise ConfigError(f"{bad[0]!r} is not a plain folder name: benchmark.name, system.name and ablation_name must stay under results_dir")
+    return Path(cfg.results_dir).joinpath("runs", *names, config_hash(cfg, inputs))
 
 
 def read_metrics(path: Path) -> dict[str, Any]:

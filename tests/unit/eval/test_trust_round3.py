@@ -1,0 +1,120 @@
+"""Faults a skeptical user found in the third trust round (docs/reliability.md "Trust, round 3"): each test
+names its item and fails on the code before the fix."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from eval.runner import ConfigError, run_dir_for, validate
+from tests.hydra_config import compose_config
+
+
+# -- item 1: folder-name keys stay under results_dir -------------------------------------------------
+@pytest.mark.parametrize("override", [
+    "ablation_name=../../../../../x", "benchmark.name=../../x", "system.name=../../x", "system.name=/tmp/x",
+    "ablation_name=''", "ablation_name='a\nb'", f"ablation_name={'a' * 300}", "system.name=a/b",
+])  # fmt: skip
+def test_folder_name_keys_that_would_leave_results_dir_are_config_errors(override, tmp_path):
+    cfg = compose_config([override, f"results_dir={tmp_path}"])
+    with pytest.raises(ConfigError, match="folder name"):
+        validate(cfg)
+    with pytest.raises(ConfigError, match="plain folder name"):
+        run_dir_for(cfg, inputs={})
+    assert not any(tmp_path.iterdir())
+
+
+def _finished(run: Path) -> Path:
+    run.mkdir(parents=True)
+    (run / "metrics.json").write_text(json.dumps({"benchmark": "locomo", "metadata": {"git_sha": "abc", "git_sha_start": "abc"}}))
+    return run
+
+
+def test_publish_resolves_dot_dot_so_the_copy_lands_under_the_published_folder(tmp_path):
+    from eval.publishing import publish
+
+    runs = tmp_path / "results" / "runs" / "locomo" / "rag" / "none"
+    _finished(runs / "h1")
+    (runs / "h0" / "a" / "b").mkdir(parents=True)
+    published = tmp_path / "pub" / "runs"
+    target = publish(runs / "h0" / "a" / "b" / ".." / ".." / ".." / "h1", published)
+    assert target == published / "locomo" / "rag" / "none" / "h1"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pub", "results"]
+    with pytest.raises(SystemExit, match="not a run folder"):
+        publish(_finished(tmp_path / "x y"), published)
+
+
+# -- item 2: LoCoMo files that would be scored wrongly are refused -----------------------------------
+def _locomo_error(tmp_path: Path, data: list[dict]) -> str:
+    from eval.benchmarks.locomo.data import LoCoMoFormatError, load_locomo
+
+    path = tmp_path / "locomo.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(LoCoMoFormatError) as caught:
+        load_locomo(path)
+    return str(caught.value)
+
+
+def test_two_conversations_sharing_a_sample_id_are_refused(tmp_path):
+    from tests.unit.eval.benchmarks.locomo.test_locomo import tiny_locomo
+
+    data = tiny_locomo()
+    data[1]["sample_id"] = data[0]["sample_id"]
+    assert "also the sample_id of [0]" in _locomo_error(tmp_path, data)
+
+
+@pytest.mark.parametrize(("field", "needle"), [("question", ".question: empty"), ("answer", ".answer: empty")])
+def test_an_empty_question_or_gold_answer_is_refused(tmp_path, field, needle):
+    from tests.unit.eval.benchmarks.locomo.test_locomo import tiny_locomo
+
+    data = tiny_locomo()
+    data[0]["qa"][0][field] = "  "
+    assert needle in _locomo_error(tmp_path, data)
+
+
+def test_a_conversation_whose_sessions_are_all_empty_is_refused(tmp_path):
+    from tests.unit.eval.benchmarks.locomo.test_locomo import tiny_locomo
+
+    data = tiny_locomo()
+    conv = data[1]["conversation"]
+    for key in [k for k in conv if k.startswith("session_") and not k.endswith("date_time")]:
+        conv[key] = []
+    assert "every session_<N> list is empty" in _locomo_error(tmp_path, data)
+
+
+# -- item 3: errors at start-up are one line, before any run folder -----------------------------------
+def test_a_dropped_path_key_hashes_the_constructors_default_file(tmp_path, monkeypatch):
+    """``~benchmark.path``: the benchmark reads its constructor's default file, so that file is an input (hashed
+    and checked), not "changed while the run was starting" on every try."""
+    from eval.provenance import check_parsed, expected_inputs, input_hashes, read_hashed
+    from tests.unit.eval.benchmarks.locomo.test_locomo import tiny_locomo
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "locomo10.json").write_text(json.dumps(tiny_locomo()))
+    cfg = compose_config(["~benchmark.path"])
+    assert "path" not in cfg.benchmark
+    expected = expected_inputs(cfg, input_hashes(cfg))
+    _, sha = read_hashed("data/locomo10.json")
+    assert expected == {str((tmp_path / "data" / "locomo10.json").resolve()): sha}
+    check_parsed("data/locomo10.json", sha, expected)  # what the benchmark does when it parses the file: no error
+
+
+def test_an_unknown_excluded_category_is_a_config_error():
+    with pytest.raises(ConfigError, match=r"exclude_categories=\[7\]: LoCoMo's categories are \[1, 2, 3, 4, 5\]"):
+        validate(compose_config(["benchmark.exclude_categories=[7]"]))
+
+
+def test_a_run_folder_that_cannot_be_made_is_one_harness_error(tmp_path, monkeypatch):
+    from core.api import HarnessError
+    from eval.run_lock import RunLock
+
+    def read_only(self, *args, **kwargs):
+        raise PermissionError(13, "Permission denied", str(self))
+
+    monkeypatch.setattr(Path, "mkdir", read_only)
+    with pytest.raises(HarnessError, match="cannot create the run folder .*Permission denied.*results_dir"):
+        with RunLock(tmp_path / "ro" / "runs" / "x"):
+            pass
