@@ -17,6 +17,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from core.api import HarnessError
+from core.llm.cache import full_disk_under
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +58,9 @@ def open_vector_cache(path: Path) -> sqlite3.Connection:
         connection.execute("PRAGMA journal_mode=WAL")
         connection.execute("CREATE TABLE IF NOT EXISTS vectors (key TEXT PRIMARY KEY, vec BLOB NOT NULL)")
     except sqlite3.DatabaseError as err:
+        full = full_disk_under(path, err)
+        if full is not None:  # an intact cache on a full disk: free space, do not delete it
+            raise full from err
         raise EmbedCacheError(
             f"embedding cache {path} cannot be used ({err}): delete the file (and its -wal/-shm files) to "
             "start a fresh cache, or point embedder.cache_path elsewhere"

@@ -26,6 +26,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from core.atomic import NO_SPACE, disk_full
+
 log = logging.getLogger(__name__)
 
 # The field every row carries: the run's input-file hash (eval.provenance.input_hashes).
@@ -127,13 +129,28 @@ class JsonlRows:
         with self._lock:
             if key in self._rows and not replace:
                 return
-            with self.path.open("a", encoding="utf-8") as handle:
-                handle.write(line + "\n")
-                handle.flush()
-                os.fsync(handle.fileno())
+            size = self.path.stat().st_size if self.path.exists() else 0
+            try:
+                with self.path.open("a", encoding="utf-8") as handle:
+                    handle.write(line + "\n")
+                    handle.flush()
+                    os.fsync(handle.fileno())
+            except OSError as err:
+                self._cut_back(size)  # no half line for the next append to run into
+                if err.errno in NO_SPACE:  # the row file is what could not be written: name it, not a later record
+                    raise disk_full(self.path) from err
+                raise
             # held as a reload would read it (tuples as lists, objects as strings), so row_sha256 of a row is
             # the same in the process that wrote it and in the one that resumes
             self._rows[key] = json.loads(line)
+
+    def _cut_back(self, size: int) -> None:
+        """Truncate the file to ``size`` after a failed append (best effort: the disk may refuse this too)."""
+        try:
+            with self.path.open("r+b") as handle:
+                handle.truncate(size)
+        except OSError:
+            pass
 
     def rows(self) -> list[dict[str, Any]]:
         with self._lock:  # run.workers > 1: a reader never sees the dict mid-append

@@ -385,7 +385,13 @@ def _run_locked(cfg: DictConfig, overrides: list[str] | None, run_dir: Path, inp
         ended_by = type(err).__name__
         raise
     finally:
-        _record_invocation(provenance, llm, judge_llm, started, ended_by)
+        try:
+            _record_invocation(provenance, llm, judge_llm, started, ended_by)
+        except OSError as err:
+            if ended_by == "finished":
+                raise
+            # the error that stopped the run (say, a row file on a full disk) is the one to report, not this record
+            log.warning("could not record this invocation's usage in %s (%s)", provenance.path, err)
         for client in {id(llm): llm, id(judge_llm): judge_llm}.values():
             close = getattr(client, "close", None)
             if close:

@@ -118,3 +118,50 @@ def test_a_run_folder_that_cannot_be_made_is_one_harness_error(tmp_path, monkeyp
     with pytest.raises(HarnessError, match="cannot create the run folder .*Permission denied.*results_dir"):
         with RunLock(tmp_path / "ro" / "runs" / "x"):
             pass
+
+
+# -- item 4: a full disk is named as such, with the file that failed ----------------------------------
+def test_an_io_error_on_a_full_cache_disk_is_a_full_disk_not_a_damaged_cache(tmp_path, monkeypatch):
+    """SQLite answers a disk that fills while it grows its shared-memory file with SQLITE_IOERR_SHMSIZE (seen on
+    a 256 KiB tmpfs); the cache is intact, so the advice is to free space, never to delete it."""
+    import shutil
+    import sqlite3
+    from collections import namedtuple
+
+    from core.atomic import DiskFullError
+    from core.llm.cache import ResponseCache
+
+    def io_error(*args, **kwargs):
+        err = sqlite3.OperationalError("disk I/O error")
+        err.sqlite_errorname = "SQLITE_IOERR_SHMSIZE"
+        raise err
+
+    monkeypatch.setattr(sqlite3, "connect", io_error)
+    usage = namedtuple("usage", "total used free")
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: usage(1 << 30, 1 << 30, 0))
+    with pytest.raises(DiskFullError, match="no space left") as caught:
+        ResponseCache(tmp_path / "llm_cache.sqlite")
+    assert "delete" not in str(caught.value)
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: usage(1 << 30, 0, 1 << 30))  # space left: not a full disk
+    with pytest.raises(Exception, match="damaged"):
+        ResponseCache(tmp_path / "llm_cache.sqlite")
+
+
+def test_a_row_file_on_a_full_disk_is_named_and_left_without_a_half_line(tmp_path, monkeypatch):
+    import errno
+    import os
+
+    from core.atomic import DiskFullError
+    from eval.rows import JsonlRows
+
+    rows = JsonlRows(tmp_path / "predictions.jsonl")
+    rows.append({"key": "a", "x": 1})
+    before = rows.path.read_bytes()
+
+    def full(fd):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "fsync", full)
+    with pytest.raises(DiskFullError, match="predictions.jsonl"):
+        rows.append({"key": "b", "x": 2})
+    assert rows.path.read_bytes() == before
