@@ -324,6 +324,7 @@ def _run_locked(cfg: DictConfig, overrides: list[str] | None, run_dir: Path, inp
     judge = build_judge(cfg.judge, llm)  # conf/judge: its client (or `llm`), prompt, max_tokens, attempts
     judge_llm = judge.llm
     check_credentials(llm, judge_llm)  # before anything is recorded or computed
+    faults_asked_again = retry_output_faults(finished, llm, judge_llm)
     record = provenance.start(code, inputs, allow_code_change, atomic_write_json)
     (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
     (run_dir / "overrides.json").write_text(json.dumps(overrides or [], indent=2))
@@ -375,6 +376,7 @@ def _run_locked(cfg: DictConfig, overrides: list[str] | None, run_dir: Path, inp
             "llm_call_latency": latency_summary(getattr(getattr(llm, "meter", None), "latencies_s", [])),
             "judge_usage": _summed(earlier, "judge_usage", judge_usage_now) if judge_usage_now else "same client as llm",
             "overrides": overrides or [],
+            "output_faults_asked_again": faults_asked_again,
             "finished_at": datetime.now(timezone.utc).isoformat(),
             "wall_s_this_invocation": round(time.time() - started, 2),
             **ctx.extra_metadata,
@@ -398,6 +400,21 @@ def _run_locked(cfg: DictConfig, overrides: list[str] | None, run_dir: Path, inp
                 close()
     _finish(cfg, run_dir, metrics, log_external=True)
     return metrics
+
+
+def retry_output_faults(finished: dict[str, Any] | None, *clients: Any) -> bool:
+    """On the rerun of a finished run with failed rows, have the clients ask a remembered output fault (a cut-off or
+    schema-breaking greedy reply, core/llm/client.py) again instead of replaying it: the failure line promises
+    that a rerun retries the failed rows, and a fault remembered from a broken server would fail them again at
+    no cost forever. True when it did (recorded in metrics.json: the rerun's replies, ingest's too, may differ
+    from the first run's where those were faults)."""
+    if finished is None or not failed_rows(finished):
+        return False
+    for client in {id(c): c for c in clients}.values():
+        if getattr(client, "remember_output_faults", False):
+            client.remember_output_faults = False
+    log.info("retrying %d failed rows: remembered output faults are asked again this time", failed_rows(finished))
+    return True
 
 
 def _summed(invocations: list[dict[str, Any]], field: str, now: dict[str, Any]) -> dict[str, Any]:

@@ -165,3 +165,44 @@ def test_a_row_file_on_a_full_disk_is_named_and_left_without_a_half_line(tmp_pat
     with pytest.raises(DiskFullError, match="predictions.jsonl"):
         rows.append({"key": "b", "x": 2})
     assert rows.path.read_bytes() == before
+
+
+# -- item 5: a rerun of failed rows asks remembered output faults again ------------------------------
+from tests.unit.core.llm.test_client import _Handler, server  # noqa: E402,F401  (the canned OpenAI-style server)
+
+
+def test_a_rerun_of_failed_rows_asks_a_remembered_fault_again(server, tmp_path):  # noqa: F811
+    from core.api import LLMOutputError
+    from core.llm import OpenAICompatClient
+    from eval.runner import retry_output_faults
+
+    def client():
+        return OpenAICompatClient(base_url=server, model="m", cache_path=str(tmp_path / "c.sqlite"), max_retries=1)
+
+    messages = [{"role": "user", "content": "x"}]
+    _Handler.replies = [(200, "cut off {")]  # a broken server's reply: remembered as a fault
+    with pytest.raises(LLMOutputError):
+        client().chat(messages, response_schema={"type": "object"})
+    clean = client()
+    assert retry_output_faults({"failures": {"rows": 0}}, clean) is False  # nothing failed: replayed at no cost
+    with pytest.raises(LLMOutputError, match="remembered"):
+        clean.chat(messages, response_schema={"type": "object"})
+    assert len(_Handler.seen) == 1
+    rerun = client()
+    assert retry_output_faults({"failures": {"rows": 3}}, rerun, rerun) is True
+    _Handler.replies = [(200, '{"label": "ok"}')]  # the server was fixed
+    assert rerun.chat(messages, response_schema={"type": "object"}).json() == {"label": "ok"}
+    assert len(_Handler.seen) == 2
+
+
+# -- item 6: calls that all came back empty are counted ----------------------------------------------
+def test_calls_that_all_returned_empty_are_counted(server):  # noqa: F811
+    from core.api import LLMOutputError
+    from core.llm import OpenAICompatClient
+
+    client = OpenAICompatClient(base_url=server, model="m", max_retries=3, retry_wait_s=0)
+    _Handler.replies = [(200, "")] * 3
+    with pytest.raises(LLMOutputError, match="empty content"):
+        client.chat([{"role": "user", "content": "x"}], purpose="answer")
+    assert len(_Handler.seen) == 3
+    assert client.usage.calls == 3 and client.usage.by_purpose["answer"]["calls"] == 3
