@@ -331,6 +331,7 @@ def _run_locked(cfg: DictConfig, overrides: list[str] | None, run_dir: Path, inp
     log.info("run folder: %s (code %s)", run_dir, code_label(code))
     embedder = instantiate(cfg.embedder)
     answerer = instantiate(cfg.answerer, llm=llm)
+    system: Any = None  # its counters are recorded with the invocation, however it ends
     try:
         system = build_system(cfg, llm, embedder, run_dir)
         benchmark = instantiate(cfg.benchmark, _convert_="all")
@@ -343,6 +344,8 @@ def _run_locked(cfg: DictConfig, overrides: list[str] | None, run_dir: Path, inp
         if isinstance(system, ReportsMetrics) and "system_metrics" not in metrics:  # e.g. MOSAIC's LSH fallback rate, NCS drift
             metrics["system_metrics"] = system.metrics()
         earlier = record["invocations"][:-1]
+        if "system_metrics" in metrics:
+            metrics["system_metrics_scope"] = system_metrics_scope(len(record["invocations"]))
         code_at_end = code_version()
         llm_usage_now = llm.usage.__dict__
         judge_usage_now = judge_llm.usage.__dict__ if judge_llm is not llm else None
@@ -388,7 +391,7 @@ def _run_locked(cfg: DictConfig, overrides: list[str] | None, run_dir: Path, inp
         raise
     finally:
         try:
-            _record_invocation(provenance, llm, judge_llm, started, ended_by)
+            _record_invocation(provenance, llm, judge_llm, started, ended_by, system)
         except OSError as err:
             if ended_by == "finished":
                 raise
@@ -424,9 +427,22 @@ def _summed(invocations: list[dict[str, Any]], field: str, now: dict[str, Any]) 
     return add_usage(total, now)
 
 
-def _record_invocation(provenance: Provenance, llm: Any, judge_llm: Any, started: float, ended_by: str) -> None:
-    """Write this invocation's usage into provenance.json, so a resumed run's totals include it; ``ended_by``:
-    "finished", or the exception that ended it (``Terminated`` for SIGTERM, ``KeyboardInterrupt``, ...)."""
+def system_metrics_scope(invocations: int) -> str:
+    """What a run's ``system_metrics`` (the system's own counters: MOSAIC's write and mechanism counts) cover. The
+    counters live in the process: a resumed run's cover the invocation that last ingested or predicted, whose
+    work depends on where the earlier one stopped (it may redo an unfinished unit, or skip finished ones), so
+    they are comparable with an uninterrupted run's only when the run had one invocation. Each invocation's
+    counters are kept in provenance.json (``invocations[i].system_metrics``)."""
+    if invocations <= 1:
+        return "whole run (one invocation)"
+    return (f"last invocation that ingested or predicted, of {invocations}: not the whole run's counters (a resumed run); "
+            "each invocation's are in provenance.json; overwrite=true recomputes them in one invocation")
+
+
+def _record_invocation(provenance: Provenance, llm: Any, judge_llm: Any, started: float, ended_by: str, system: Any = None) -> None:
+    """Write this invocation's usage (and the system's own counters, when it has them) into provenance.json, so a
+    resumed run's totals include it; ``ended_by``: "finished", or the exception that ended it (``Terminated`` for
+    SIGTERM, ``KeyboardInterrupt``, ...)."""
     record = provenance.load()
     if record is None or not record.get("invocations"):
         return
@@ -434,6 +450,11 @@ def _record_invocation(provenance: Provenance, llm: Any, judge_llm: Any, started
         llm_usage=llm.usage.__dict__, judge_usage=judge_llm.usage.__dict__ if judge_llm is not llm else None,
         wall_s=round(time.time() - started, 2), ended_at=datetime.now(timezone.utc).isoformat(), ended_by=ended_by,
     )  # fmt: skip
+    if isinstance(system, ReportsMetrics):
+        try:
+            record["invocations"][-1]["system_metrics"] = system.metrics()
+        except Exception as err:  # a system that cannot count after a failure must not hide the failure
+            log.warning("system metrics of this invocation not recorded (%s)", err)
     atomic_write_json(provenance.path, record)
 
 

@@ -206,3 +206,56 @@ def test_calls_that_all_returned_empty_are_counted(server):  # noqa: F811
         client.chat([{"role": "user", "content": "x"}], purpose="answer")
     assert len(_Handler.seen) == 3
     assert client.usage.calls == 3 and client.usage.by_purpose["answer"]["calls"] == 3
+
+
+# -- item 6: a resumed run's system counters say what they cover -------------------------------------
+_CALLS = {"left": None}
+
+
+def interrupting_fake_llm(**kwargs):
+    """tests.fakes.SchemaFakeLLM that stops the run (as Ctrl-C would) at the call _CALLS["left"] counts down to."""
+    from tests.fakes import SchemaFakeLLM
+
+    llm = SchemaFakeLLM(**kwargs)
+    respond = llm.responder
+
+    def maybe_stop(messages, schema):
+        if _CALLS["left"] is not None:
+            _CALLS["left"] -= 1
+            if _CALLS["left"] < 0:
+                _CALLS["left"] = None
+                raise KeyboardInterrupt
+        return respond(messages, schema)
+
+    llm.responder = maybe_stop
+    return llm
+
+
+def test_a_resumed_runs_system_metrics_are_labelled_and_each_invocations_kept(tmp_path):
+    from importlib import import_module
+
+    from omegaconf import OmegaConf, open_dict
+
+    from eval.runner import run
+    from tests.unit.eval.test_experiments_smoke import _on_fakes, _slice
+
+    overrides = ["experiment=locomo", "system=mosaic", *_slice("locomo", tmp_path)]
+    cfg = _on_fakes(compose_config(overrides), tmp_path)
+    with open_dict(cfg):
+        cfg.llm = OmegaConf.create({"_target_": "tests.unit.eval.test_trust_round3.interrupting_fake_llm"})
+    whole = run(cfg, overrides)
+    assert whole["system_metrics_scope"] == "whole run (one invocation)"
+    with open_dict(cfg):
+        cfg.results_dir = str(tmp_path / "resumed")
+    calls = import_module("tests.unit.eval.test_trust_round3")._CALLS  # the module Hydra's _target_ imports
+    calls["left"] = 3
+    with pytest.raises(KeyboardInterrupt):
+        run(cfg, overrides)
+    assert calls["left"] is None  # stopped at the fourth call
+    resumed = run(cfg, overrides)
+    assert resumed["metadata"]["invocations"] == 2
+    assert resumed["system_metrics_scope"].startswith("last invocation that ingested or predicted, of 2")
+    provenance = next((tmp_path / "resumed" / "runs").rglob("provenance.json"))
+    invocations = json.loads(provenance.read_text())["invocations"]
+    assert [entry["ended_by"] for entry in invocations] == ["KeyboardInterrupt", "finished"]
+    assert all("write" in entry["system_metrics"] for entry in invocations)
