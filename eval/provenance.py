@@ -146,11 +146,19 @@ def _code_pathspecs() -> list[str]:
     return ["--", *CODE_PATHSPECS, *(f":(exclude){path}" for path in NOT_CODE)]
 
 
+def untracked_code() -> list[str]:
+    """Code files (``CODE_PATHSPECS``) git does not track and does not ignore: a new module or config file that
+    can shape a run (a Hydra option is found by its file) although no commit holds it."""
+    return sorted(filter(None, _git("ls-files", "--others", "--exclude-standard", "-z", *_code_pathspecs()).split("\0")))
+
+
 def code_sha256() -> str:
-    """sha256 over the path and working-tree content of every tracked code file (``CODE_PATHSPECS``): equal
-    for two checkouts whose code, config and prompts are equal, whatever commit or docs edit lies between."""
+    """sha256 over the path and working-tree content of every tracked code file (``CODE_PATHSPECS``) and every
+    untracked, unignored one: equal for two checkouts whose code, config and prompts are equal, whatever commit
+    or docs edit lies between."""
     digest = hashlib.sha256()
-    for name in sorted(filter(None, _git("ls-files", "-z", *_code_pathspecs()).split("\0"))):
+    tracked = filter(None, _git("ls-files", "-z", *_code_pathspecs()).split("\0"))
+    for name in sorted({*tracked, *untracked_code()}):
         file = REPO / name
         digest.update(name.encode() + b"\0")
         digest.update(hashlib.sha256(file.read_bytes()).digest() if file.is_file() else b"(deleted)")
@@ -159,10 +167,14 @@ def code_sha256() -> str:
 
 def code_version() -> dict[str, Any]:
     """git sha, the code hash (``code_sha256``), and the dirty flag and a hash of the uncommitted diff of the
-    code files (so two dirty states differ; an uncommitted docs edit is not dirty)."""
+    code files (so two dirty states differ; an uncommitted docs edit is not dirty). An untracked code file
+    (``untracked_code``) makes the tree dirty too: its name and content join the diff."""
     try:
         sha = _git("rev-parse", "HEAD").strip()
         diff = _git("diff", "HEAD", "--no-ext-diff", "--binary", *_code_pathspecs())
+        for name in untracked_code():
+            file = REPO / name
+            diff += f"\nuntracked {name} {hashlib.sha256(file.read_bytes()).hexdigest() if file.is_file() else '(unreadable)'}"
         code = code_sha256()
     except (OSError, subprocess.CalledProcessError):
         return {"git_sha": "unknown", "dirty": None, "diff_sha256": None, "code_sha256": None}

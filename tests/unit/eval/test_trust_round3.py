@@ -259,3 +259,118 @@ def test_a_resumed_runs_system_metrics_are_labelled_and_each_invocations_kept(tm
     invocations = json.loads(provenance.read_text())["invocations"]
     assert [entry["ended_by"] for entry in invocations] == ["KeyboardInterrupt", "finished"]
     assert all("write" in entry["system_metrics"] for entry in invocations)
+
+
+# -- item 7: rejudge and publish: one row rule, one-line errors, the run lock ------------------------
+def test_every_row_reader_skips_a_row_without_its_key(tmp_path):
+    from eval.rows import JsonlRows, read_rows
+
+    path = tmp_path / "predictions.jsonl"
+    path.write_text('{"key": "a", "x": 1}\n{"x": 2}\n{"key": "b", "x": 3}\n')
+    assert [r["key"] for r in read_rows(path)] == [r["key"] for r in JsonlRows(path).rows()] == ["a", "b"]
+    assert len(read_rows(path, key_field=None)) == 3  # a log without keys keeps every line
+
+
+@pytest.mark.parametrize("damage", ["missing", "metrics"])
+def test_rejudge_reports_a_bad_folder_in_one_line_before_building_a_judge(tmp_path, capsys, monkeypatch, damage):
+    import scripts.rejudge as rejudge_script
+
+    run = tmp_path / "run"
+    if damage == "metrics":
+        run.mkdir()
+        (run / "metrics.json").write_text('{"convention": "locomo", ')
+        (run / "predictions.jsonl").write_text('{"key": "a"}\n')
+
+    def no_judge(cfg):  # rejudge must stop before it builds the judge (which may start a server)
+        raise AssertionError("a judge was built for a folder that cannot be re-judged")
+
+    monkeypatch.setattr(rejudge_script, "_rejudge_locked", no_judge)
+    assert rejudge_script.main([f"run_dir={run}"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and ("no such folder" in err[0] if damage == "missing" else "is damaged" in err[0]), err
+    assert run.exists() == (damage == "metrics")  # the lock did not create a missing folder
+
+
+def test_rejudge_skips_a_prediction_without_a_key_as_the_runner_does(tmp_path):
+    from eval.benchmarks.locomo.judge_agreement import rejudge
+    from tests.fakes import FakeLLM
+    from tests.hydra_config import conf_judge
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "metrics.json").write_text("{}")
+    (run / "predictions.jsonl").write_text('{"question": "q", "prediction": "p"}\n')  # no key: never judged by the run
+    (run / "judgements.jsonl").write_text("")
+    section = rejudge(run, conf_judge(FakeLLM(lambda m, s: {"label": "CORRECT"})), "fake", n_samples=10)
+    assert section["n_compared"] == 0 and section["n_unlabelled"] == 0
+
+
+def test_rejudge_and_publish_wait_for_nobody_and_refuse_a_folder_in_use(tmp_path):
+    from eval.publishing import publish
+    from eval.run_lock import RunLock, RunLockedError
+
+    run = _finished(tmp_path / "results" / "runs" / "locomo" / "rag" / "none" / "h1")
+    with RunLock(run):
+        with pytest.raises(RunLockedError, match="in use by"):
+            publish(run, tmp_path / "pub")
+    assert publish(run, tmp_path / "pub").is_dir()  # free again: published
+
+
+def test_rejudge_takes_the_run_lock(tmp_path, capsys):
+    import scripts.rejudge as rejudge_script
+    from eval.run_lock import RunLock
+
+    run = _finished(tmp_path / "run")
+    (run / "predictions.jsonl").write_text('{"key": "a"}\n')
+    with RunLock(run):
+        assert rejudge_script.main([f"run_dir={run}"]) == 2
+    assert "RunLockedError" in capsys.readouterr().err
+
+
+# -- item 8: publish: failed rows, one definition of "code changed", untracked code -------------------
+@pytest.mark.parametrize("scores", [{"main_metric": None}, {"n_cases": 8}])
+def test_publish_refuses_a_run_whose_every_row_failed(tmp_path, scores):
+    from eval.publishing import publish
+
+    run = _finished(tmp_path / "results" / "runs" / "locomo" / "rag" / "none" / "h1")
+    metrics = json.loads((run / "metrics.json").read_text())
+    (run / "metrics.json").write_text(json.dumps({**metrics, **scores, "failures": {"rows": 8, "ingest_turns": 0}}))
+    with pytest.raises(SystemExit, match=r"every row failed \(8 rows"):
+        publish(run, tmp_path / "pub")
+    (run / "metrics.json").write_text(json.dumps({**metrics, "main_metric": 0.5, "n_cases": 9, "failures": {"rows": 8}}))
+    assert publish(run, tmp_path / "pub").is_dir()  # some rows scored: published, its failure count with it
+
+
+def test_a_docs_only_commit_during_a_run_is_no_code_change_for_publish_either():
+    from eval.publishing import provenance_flags
+
+    same_code = {"git_sha": "def", "git_sha_start": "abc", "code_changed_during_run": False}
+    assert provenance_flags({"metadata": same_code}) == []  # the runner resumed it: same code hash
+    assert provenance_flags({"metadata": {**same_code, "code_changed_during_run": True}}) == ["code changed during the run (abc -> def)"]
+    assert provenance_flags({"metadata": {"git_sha": "def", "git_sha_start": "abc"}})  # older records: commits compared
+
+
+def test_an_untracked_config_file_or_module_makes_the_tree_dirty(tmp_path, monkeypatch):
+    import subprocess
+
+    from eval import provenance
+
+    def git(*args):
+        subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=tmp_path, check=True, capture_output=True)
+
+    (tmp_path / "conf" / "system").mkdir(parents=True)
+    (tmp_path / "memory.py").write_text("x = 1\n")
+    git("init", "-q")
+    git("add", ".")
+    git("commit", "-q", "-m", "start")
+    monkeypatch.setattr(provenance, "REPO", tmp_path)
+    clean = provenance.code_version()
+    assert clean["dirty"] is False
+    (tmp_path / "notes.md").write_text("words\n")  # not code
+    assert provenance.code_version() == clean
+    (tmp_path / "conf" / "system" / "new.yaml").write_text("_target_: memory.New\n")
+    with_config = provenance.code_version()
+    assert with_config["dirty"] is True and not provenance.same_code(with_config, clean)
+    (tmp_path / "helper.py").write_text("y = 2\n")
+    with_module = provenance.code_version()
+    assert with_module["dirty"] is True and with_module["diff_sha256"] != with_config["diff_sha256"]
