@@ -374,3 +374,74 @@ def test_an_untracked_config_file_or_module_makes_the_tree_dirty(tmp_path, monke
     (tmp_path / "helper.py").write_text("y = 2\n")
     with_module = provenance.code_version()
     assert with_module["dirty"] is True and with_module["diff_sha256"] != with_config["diff_sha256"]
+
+
+# -- item 9: cache archives: all or nothing, servable entries, vectors checked ------------------------
+def _reply_archive(path: Path, values: list) -> Path:
+    import gzip
+    import hashlib
+
+    with gzip.open(path, "wt", encoding="utf-8") as out:
+        for n, value in enumerate(values):
+            out.write(json.dumps({"key": hashlib.sha256(str(n).encode()).hexdigest(), "value": value}) + "\n")
+    return path
+
+
+REPLY = {"text": "ok", "prompt_tokens": 3, "completion_tokens": 1, "latency_s": 0.1, "model": "qwen-test"}
+
+
+@pytest.mark.parametrize("bad", ["not json", {"text": "x", "tokens": 3}, [1, 2]])
+def test_an_archive_with_a_bad_or_unservable_line_imports_nothing(tmp_path, bad):
+    import gzip
+
+    from core.llm.cache_archive import CACHE_FILE, import_cache
+
+    archive = _reply_archive(tmp_path / "a.jsonl.gz", [REPLY] * 100)
+    with gzip.open(archive, "at", encoding="utf-8") as out:  # line 101
+        out.write((bad if isinstance(bad, str) else json.dumps({"key": "f" * 64, "value": bad})) + "\n")
+    with pytest.raises(SystemExit, match="line 101 is not a cache entry.*nothing was imported"):
+        import_cache(archive, tmp_path / "cache")
+    assert not (tmp_path / "cache" / CACHE_FILE).exists()
+
+
+def test_import_names_the_model_and_checks_the_vectors_before_storing_replies(tmp_path, capsys):
+    import gzip
+
+    from core.llm.cache_archive import CACHE_FILE
+    from scripts.cache_archive import main
+
+    archive = _reply_archive(tmp_path / "a.jsonl.gz", [REPLY, {**REPLY, "text": "two"}])
+    vectors = tmp_path / "a.embeddings.jsonl.gz"
+    with gzip.open(vectors, "wt", encoding="utf-8") as out:
+        out.write(json.dumps({"key": "v", "vec": "AAAAAAAAAAA"}) + "\n")  # cut: 8 bytes of base64 padding gone
+    with pytest.raises(SystemExit, match="embeddings.jsonl.gz line 1 is not an embedding entry"):
+        main(["import", str(archive), str(tmp_path / "cache")])
+    assert not (tmp_path / "cache" / CACHE_FILE).exists()  # no reply stored without its vectors
+    vectors.unlink()
+    main(["import", str(archive), str(tmp_path / "cache")])
+    assert "made with qwen-test (2 replies)" in capsys.readouterr().out
+
+
+def test_an_embedding_cache_serves_no_changed_or_cut_vector(tmp_path):
+    import sqlite3
+
+    import numpy as np
+
+    from core.embed import SentenceEmbedder
+
+    path = tmp_path / "embed_cache.sqlite"
+    embedder = SentenceEmbedder(cache_path=str(path))
+    texts = ["the red bicycle", "a dog named Rex"]
+    fresh = embedder.encode(texts)
+    embedder.close()
+    conn = sqlite3.connect(path)
+    key_0, key_1 = (SentenceEmbedder(cache_path=None)._key(t) for t in texts)
+    flipped = bytearray(fresh[0].tobytes())
+    flipped[7] ^= 0x10
+    conn.execute("UPDATE vectors SET vec = ? WHERE key = ?", (bytes(flipped), key_0))  # a flipped bit, checksum kept
+    conn.execute("UPDATE vectors SET vec = ?, checksum = NULL WHERE key = ?", (np.ones(25, np.float32).tobytes(), key_1))  # 25 dims
+    conn.commit()
+    conn.close()
+    again = SentenceEmbedder(cache_path=str(path))
+    assert np.allclose(again.encode(texts), fresh, atol=1e-6)
+    again.close()
