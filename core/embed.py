@@ -134,6 +134,8 @@ class SentenceEmbedder:
                         out[i] = vec
                     else:
                         missing.append(i)
+                if self._cache.in_transaction:  # older entries checksummed on this first read
+                    self._cache.commit()
             else:
                 missing = list(range(len(texts)))
             if missing:
@@ -168,7 +170,6 @@ class SentenceEmbedder:
         if len(vec) != 4 * self.dim:
             log.warning("embedding cache: the vector for %s has %d dimensions, the model %d; embedded afresh", key[:16], len(vec) // 4, self.dim)
             return None
-        if stored is None:
+        if stored is None:  # committed once per encode() call, not per vector
             self._cache.execute("UPDATE vectors SET checksum = ? WHERE key = ? AND checksum IS NULL", (vector_checksum(key, vec), key))
-            self._cache.commit()
         return np.frombuffer(vec, dtype=np.float32)
