@@ -17,6 +17,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from core.api import HarnessError
+from core.llm.cache import full_disk_under
 
 log = logging.getLogger(__name__)
 
@@ -55,13 +56,34 @@ def open_vector_cache(path: Path) -> sqlite3.Connection:
     try:
         connection = sqlite3.connect(path, check_same_thread=False, timeout=60)
         connection.execute("PRAGMA journal_mode=WAL")
-        connection.execute("CREATE TABLE IF NOT EXISTS vectors (key TEXT PRIMARY KEY, vec BLOB NOT NULL)")
+        connection.execute("CREATE TABLE IF NOT EXISTS vectors (key TEXT PRIMARY KEY, vec BLOB NOT NULL, checksum TEXT)")
+        if "checksum" not in {row[1] for row in connection.execute("PRAGMA table_info(vectors)")}:
+            connection.execute("ALTER TABLE vectors ADD COLUMN checksum TEXT")  # older file: checksummed on first read
+        connection.commit()
     except sqlite3.DatabaseError as err:
+        full = full_disk_under(path, err)
+        if full is not None:  # an intact cache on a full disk: free space, do not delete it
+            raise full from err
         raise EmbedCacheError(
             f"embedding cache {path} cannot be used ({err}): delete the file (and its -wal/-shm files) to "
             "start a fresh cache, or point embedder.cache_path elsewhere"
         ) from err
     return connection
+
+
+def vector_checksum(key: str, vec: bytes) -> str:
+    """SHA-256 of a cache entry (its key and float32 bytes): a changed byte or a cut vector fails it on read."""
+    return hashlib.sha256(key.encode() + b"\0" + bytes(vec)).hexdigest()
+
+
+def store_vectors(cache: sqlite3.Connection, entries: list[tuple[str, bytes]], replace: bool) -> int:
+    """Store (key, float32 bytes) entries with their checksums; ``replace`` False keeps entries already held.
+    Returns how many rows were written. The caller commits."""
+    verb = "INSERT OR REPLACE" if replace else "INSERT OR IGNORE"
+    written = 0
+    for key, vec in entries:
+        written += cache.execute(f"{verb} INTO vectors (key, vec, checksum) VALUES (?, ?, ?)", (key, vec, vector_checksum(key, vec))).rowcount
+    return written
 
 
 class SentenceEmbedder:
@@ -107,11 +129,13 @@ class SentenceEmbedder:
         with self._lock:
             if self._cache is not None:
                 for i, text in enumerate(texts):
-                    row = self._cache.execute("SELECT vec FROM vectors WHERE key = ?", (self._key(text),)).fetchone()
-                    if row:
-                        out[i] = np.frombuffer(row[0], dtype=np.float32)
+                    vec = self._cached(self._key(text))
+                    if vec is not None:
+                        out[i] = vec
                     else:
                         missing.append(i)
+                if self._cache.in_transaction:  # older entries checksummed on this first read
+                    self._cache.commit()
             else:
                 missing = list(range(len(texts)))
             if missing:
@@ -125,9 +149,27 @@ class SentenceEmbedder:
                 for i, vec in zip(missing, vectors):
                     out[i] = vec
                 if self._cache is not None:
-                    self._cache.executemany(
-                        "INSERT OR REPLACE INTO vectors VALUES (?, ?)",
-                        [(self._key(texts[i]), vec.tobytes()) for i, vec in zip(missing, vectors)],
-                    )
+                    store_vectors(self._cache, [(self._key(texts[i]), vec.tobytes()) for i, vec in zip(missing, vectors)], replace=True)
                     self._cache.commit()
         return np.vstack(out).astype(np.float32)
+
+    def _cached(self, key: str) -> np.ndarray | None:
+        """The cached vector for ``key``, or None: absent, failing its checksum, or not of the model's dimension
+        (each warned, naming the file; the fresh vector replaces it). An entry from before checksums is
+        checksummed on its first read. Called with the lock held."""
+        assert self._cache is not None
+        row = self._cache.execute("SELECT vec, checksum FROM vectors WHERE key = ?", (key,)).fetchone()
+        if not row:
+            return None
+        vec, stored = bytes(row[0]), row[1]
+        if stored is not None and stored != vector_checksum(key, vec):
+            log.warning("embedding cache: the vector for %s fails its checksum (changed on disk); embedded afresh", key[:16])
+            return None
+        if len(vec) != 4 * self.dim and self._model is None:
+            self._load()  # the dimension is known for certain once the model is loaded (384 is MiniLM's)
+        if len(vec) != 4 * self.dim:
+            log.warning("embedding cache: the vector for %s has %d dimensions, the model %d; embedded afresh", key[:16], len(vec) // 4, self.dim)
+            return None
+        if stored is None:  # committed once per encode() call, not per vector
+            self._cache.execute("UPDATE vectors SET checksum = ? WHERE key = ? AND checksum IS NULL", (vector_checksum(key, vec), key))
+        return np.frombuffer(vec, dtype=np.float32)

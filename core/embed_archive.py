@@ -22,7 +22,7 @@ import zlib
 from pathlib import Path
 
 from core.atomic import write_bytes_atomic
-from core.embed import EMBED_CACHE_FILE, open_vector_cache
+from core.embed import EMBED_CACHE_FILE, open_vector_cache, store_vectors, vector_checksum
 
 SUFFIX = ".jsonl.gz"
 
@@ -41,7 +41,8 @@ def export_embeddings(cache_dir: Path, archive: Path) -> int:
         raise SystemExit(f"no embedding cache at {source}: pass the cache_dir a run used (MOSAIC_CACHE_DIR, default <repo>/.cache)")
     cache = open_vector_cache(source)
     try:
-        rows = cache.execute("SELECT key, vec FROM vectors ORDER BY key").fetchall()
+        rows = [(key, vec) for key, vec, stored in cache.execute("SELECT key, vec, checksum FROM vectors ORDER BY key")
+                if stored is None or stored == vector_checksum(key, bytes(vec))]  # a changed vector is not carried onward
     finally:
         cache.close()
     raw = io.BytesIO()
@@ -64,8 +65,10 @@ def read_embeddings(archive: Path) -> list[tuple[str, bytes]]:
         try:
             entry = json.loads(line)
             vec = base64.b64decode(entry["vec"], validate=True)
-            if len(vec) % 4:
+            if len(vec) % 4 or not vec:
                 raise ValueError(f"{len(vec)} bytes is not a float32 vector")
+            if entries and len(vec) != len(entries[0][1]):  # one model, one dimension: a cut or foreign vector
+                raise ValueError(f"{len(vec) // 4} dimensions where line 1 has {len(entries[0][1]) // 4}")
             entries.append((str(entry["key"]), vec))
         except (json.JSONDecodeError, KeyError, TypeError, ValueError) as err:
             raise SystemExit(f"{archive} line {number} is not an embedding entry ({err}): re-export it with `export --embeddings`") from err
@@ -77,10 +80,8 @@ def import_embeddings(archive: Path, cache_dir: Path) -> tuple[int, int]:
     entries = read_embeddings(archive)
     cache_dir.mkdir(parents=True, exist_ok=True)
     cache = open_vector_cache(cache_dir / EMBED_CACHE_FILE)
-    added = 0
     try:
-        for key, vec in entries:
-            added += cache.execute("INSERT OR IGNORE INTO vectors VALUES (?, ?)", (key, vec)).rowcount
+        added = store_vectors(cache, entries, replace=False)
         cache.commit()
     finally:
         cache.close()

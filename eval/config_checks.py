@@ -16,6 +16,7 @@ from hydra.utils import get_class
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from core.config_check import Rule
+from eval.benchmarks.locomo.data import CONVENTIONS
 
 COUNT = Rule(low=1)  # a count of things to use: at least one
 LIMIT = Rule(low=1, nullable=True)  # a slice limit: null = all, else at least one
@@ -39,6 +40,7 @@ ANSWERER_RULES = {
 RUN_RULES = {"seed": SEED, "run.workers": COUNT}
 JUDGE_RULES = {"max_tokens": COUNT, "attempts": COUNT}  # conf/judge: the judge every benchmark gets (eval.judge.build_judge)
 BOOL_KEYS = ("overwrite", "resume.allow_code_change")
+LOCOMO_CATEGORIES = frozenset(CONVENTIONS["locomo"])  # the category numbers LoCoMo's file uses (both conventions)
 
 
 def _get(cfg: DictConfig, dotted: str) -> tuple[bool, Any]:
@@ -107,4 +109,6 @@ def _list_problems(cfg: DictConfig) -> list[str]:
     if present and categories is not None:
         if not isinstance(categories, ListConfig | list) or any(isinstance(c, bool) or not isinstance(c, int) for c in categories):
             found.append(f"benchmark.exclude_categories={categories!r}: must be a list of category numbers, e.g. [5]")
+        elif any(c not in LOCOMO_CATEGORIES for c in categories):
+            found.append(f"benchmark.exclude_categories={list(categories)!r}: LoCoMo's categories are {sorted(LOCOMO_CATEGORIES)}, e.g. [5]")
     return found

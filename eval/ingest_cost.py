@@ -38,7 +38,7 @@ def read_turn_rows(run_dir: Path) -> list[dict[str, Any]]:
     """The system's per-turn log, the first record of each (namespace, turn) only; [] when the system keeps none."""
     path = Path(run_dir) / TURN_ROWS
     first: dict[tuple[str, str], dict[str, Any]] = {}
-    for row in read_rows(path) if path.is_file() else []:
+    for row in read_rows(path, key_field=None) if path.is_file() else []:  # a log: rows have no `key`
         first.setdefault((str(row["namespace"]), str(row["turn_id"])), row)
     return list(first.values())
 

@@ -22,11 +22,13 @@ runs that came from a dirty tree or whose start and end code differ.
 from __future__ import annotations
 
 import hashlib
+import inspect
 import json
 import subprocess
 from pathlib import Path
 from typing import Any
 
+from hydra.utils import get_class
 from omegaconf import DictConfig, OmegaConf
 
 from core.api import HarnessError
@@ -53,13 +55,28 @@ def _strings(node: Any, prefix: str) -> list[tuple[str, str]]:
     return [(prefix, node)] if isinstance(node, str) else []
 
 
+def with_constructor_defaults(block: Any) -> Any:
+    """A config block plus the string defaults of its ``_target_``'s constructor for the keys it leaves out: a
+    run that drops a key (``~benchmark.path``) reads the constructor's default file, so that file is an input
+    like a named one (hashed into the run folder's name and checked when the benchmark parses it)."""
+    if not isinstance(block, dict) or not isinstance(block.get("_target_"), str):
+        return block
+    try:
+        parameters = inspect.signature(get_class(block["_target_"])).parameters
+    except (ImportError, ValueError, TypeError):  # not importable here: validate() and the build report it
+        return block
+    defaults = {name: p.default for name, p in parameters.items() if name not in block and isinstance(p.default, str)}
+    return {**block, **defaults}
+
+
 def input_files(cfg: DictConfig) -> dict[str, Path]:
-    """Config key -> file for every string in the benchmark/system blocks that names an existing file."""
+    """Config key -> file for every string in the benchmark/system blocks (and their constructors' defaults for
+    keys the blocks leave out) that names an existing file."""
     found: dict[str, Path] = {}
     for block in INPUT_BLOCKS:
         if block not in cfg or cfg[block] is None:
             continue
-        resolved = OmegaConf.to_container(cfg[block], resolve=True)
+        resolved = with_constructor_defaults(OmegaConf.to_container(cfg[block], resolve=True))
         for key, value in _strings(resolved, block):
             if key.endswith("_target_") or not value or "\n" in value or len(value) > 1024:
                 continue
@@ -129,11 +146,19 @@ def _code_pathspecs() -> list[str]:
     return ["--", *CODE_PATHSPECS, *(f":(exclude){path}" for path in NOT_CODE)]
 
 
+def untracked_code() -> list[str]:
+    """Code files (``CODE_PATHSPECS``) git does not track and does not ignore: a new module or config file that
+    can shape a run (a Hydra option is found by its file) although no commit holds it."""
+    return sorted(filter(None, _git("ls-files", "--others", "--exclude-standard", "-z", *_code_pathspecs()).split("\0")))
+
+
 def code_sha256() -> str:
-    """sha256 over the path and working-tree content of every tracked code file (``CODE_PATHSPECS``): equal
-    for two checkouts whose code, config and prompts are equal, whatever commit or docs edit lies between."""
+    """sha256 over the path and working-tree content of every tracked code file (``CODE_PATHSPECS``) and every
+    untracked, unignored one: equal for two checkouts whose code, config and prompts are equal, whatever commit
+    or docs edit lies between."""
     digest = hashlib.sha256()
-    for name in sorted(filter(None, _git("ls-files", "-z", *_code_pathspecs()).split("\0"))):
+    tracked = filter(None, _git("ls-files", "-z", *_code_pathspecs()).split("\0"))
+    for name in sorted({*tracked, *untracked_code()}):
         file = REPO / name
         digest.update(name.encode() + b"\0")
         digest.update(hashlib.sha256(file.read_bytes()).digest() if file.is_file() else b"(deleted)")
@@ -142,10 +167,14 @@ def code_sha256() -> str:
 
 def code_version() -> dict[str, Any]:
     """git sha, the code hash (``code_sha256``), and the dirty flag and a hash of the uncommitted diff of the
-    code files (so two dirty states differ; an uncommitted docs edit is not dirty)."""
+    code files (so two dirty states differ; an uncommitted docs edit is not dirty). An untracked code file
+    (``untracked_code``) makes the tree dirty too: its name and content join the diff."""
     try:
         sha = _git("rev-parse", "HEAD").strip()
         diff = _git("diff", "HEAD", "--no-ext-diff", "--binary", *_code_pathspecs())
+        for name in untracked_code():
+            file = REPO / name
+            diff += f"\nuntracked {name} {hashlib.sha256(file.read_bytes()).hexdigest() if file.is_file() else '(unreadable)'}"
         code = code_sha256()
     except (OSError, subprocess.CalledProcessError):
         return {"git_sha": "unknown", "dirty": None, "diff_sha256": None, "code_sha256": None}

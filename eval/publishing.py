@@ -23,7 +23,8 @@ import yaml
 from eval.benchmarks.halumem import public as halumem_public
 from eval.ingest_cost import ingest_cost
 from eval.provenance import same_code
-from eval.runner import read_metrics
+from eval.run_lock import RunLock
+from eval.runner import FOLDER_NAME, failed_rows, read_metrics
 
 ROOT = Path(__file__).resolve().parents[1]
 PUBLISHED_RUNS = ROOT / "results" / "published" / "runs"
@@ -44,11 +45,27 @@ def provenance_flags(metrics: dict[str, Any]) -> list[str]:
         flags.append(f"started from a dirty tree ({start})")
     if end.endswith("-dirty"):
         flags.append(f"ended on a dirty tree ({end})")
-    if start is not None and (meta.get("code_changed_during_run") or str(start) != end):
+    # one definition of "code changed" with the runner's resume check (eval.provenance.same_code: the code hash,
+    # so a docs-only commit between start and end is no change); runs from before it compare commits
+    changed = meta["code_changed_during_run"] if "code_changed_during_run" in meta else str(start) != end
+    if start is not None and changed:
         flags.append(f"code changed during the run ({start} -> {end})")
     if end == "unknown":
         flags.append("no git sha")
     return flags
+
+
+def nothing_scored(metrics: dict[str, Any]) -> bool:
+    """Whether every row of a finished run failed: its main metric is null (LoCoMo, HaluMem), or as many rows
+    failed as it has cases (conflict suites). Such a run would be a table row of blank scores. A run where only
+    some rows failed keeps its failure count in metrics.json and may be published (a deterministic fault fails
+    the same row on every rerun)."""
+    if not failed_rows(metrics):
+        return False
+    if "main_metric" in metrics:
+        return metrics["main_metric"] is None
+    cases = metrics.get("n_cases")
+    return isinstance(cases, int) and failed_rows(metrics) >= cases
 
 
 def is_halumem(run: Path, metrics: dict[str, Any] | None = None) -> bool:
@@ -76,6 +93,20 @@ def _copy_run(run: Path, target: Path, metrics: dict[str, Any] | None) -> None:
         shutil.copytree(run, target, ignore=RUN_FOLDER_SCRATCH)
 
 
+def run_folder(run: Path) -> Path:
+    """``run`` as an absolute path without ``..`` (relative paths are taken from the checkout)."""
+    return (ROOT / run if not run.is_absolute() else run).resolve()
+
+
+def target_for(run: Path, root: Path) -> Path:
+    """Where ``run`` (resolved) is published under ``root``: its last four folder names, each a plain name, so
+    the copy always lands inside ``root``."""
+    parts = run.parts[-RUN_PATH_PARTS:]
+    if len(parts) < RUN_PATH_PARTS or not all(FOLDER_NAME.fullmatch(part) for part in parts):
+        raise SystemExit(f"{run}: not a run folder (<results_dir>/runs/<benchmark>/<system>/<ablation>/<config hash>); pass the folder run.py printed")
+    return root.joinpath(*parts)
+
+
 def publish(run: Path, published_runs: Path | None = None) -> Path:
     """Copy a finished run folder to ``<published_runs>/<benchmark>/<system>/<ablation>/<hash>``; its new path.
 
@@ -83,15 +114,22 @@ def publish(run: Path, published_runs: Path | None = None) -> Path:
     code change during the run (published rows come from one committed sha). A folder published already is
     left as it is when its metrics.json is the same file, and refused when it differs. A HaluMem run is copied
     without text (module docstring) and refused when its kept rows do not give its metrics back."""
-    run = ROOT / run if not run.is_absolute() else run
+    run = run_folder(run)
     metrics_file = run / "metrics.json"
     if not metrics_file.is_file():
         raise SystemExit(f"{run}: no metrics.json; finish the run (rerun its command) before publishing it")
+    with RunLock(run):  # a resumed run or a rejudge writing the folder meanwhile fails here, naming its process
+        return _publish_locked(run, metrics_file, published_runs)
+
+
+def _publish_locked(run: Path, metrics_file: Path, published_runs: Path | None) -> Path:
     metrics = read_metrics(metrics_file)
     flags = provenance_flags(metrics)
+    if nothing_scored(metrics):
+        flags.append(f"every row failed ({failed_rows(metrics)} rows, metrics.json `failures`), so it has no score; rerun its command to retry them")
     if flags:
         raise SystemExit(f"{run}: not publishable: {'; '.join(flags)}; rerun it from a clean tree at one commit")
-    target = (published_runs or PUBLISHED_RUNS).joinpath(*run.parts[-RUN_PATH_PARTS:])
+    target = target_for(run, published_runs or PUBLISHED_RUNS)
     if target.exists():
         if filecmp.cmp(target / "metrics.json", metrics_file, shallow=False):
             return target
@@ -108,12 +146,17 @@ def publish_unfinished(run: Path, unfinished_runs: Path | None = None) -> Path:
     finished, with its measured cost per turn, is then the result. Refused for a finished run (publish() it),
     for a run started from a dirty tree and for one resumed on other code (provenance.json). A folder
     published unfinished before is replaced: the newer copy holds everything the older one did, and more."""
-    run = ROOT / run if not run.is_absolute() else run
+    run = run_folder(run)
     if (run / "metrics.json").is_file():
         raise SystemExit(f"{run} is finished: publish it as a run (python -m scripts.publish {run})")
     record_file = run / "provenance.json"
     if not record_file.is_file():
         raise SystemExit(f"{run}: no provenance.json, so no record of the code it ran; not a run folder of run.py?")
+    with RunLock(run):  # a run still going would add rows while they are copied
+        return _publish_unfinished_locked(run, record_file, unfinished_runs)
+
+
+def _publish_unfinished_locked(run: Path, record_file: Path, unfinished_runs: Path | None) -> Path:
     record = json.loads(record_file.read_text(encoding="utf-8"))
     start = record.get("code_at_start") or {}
     if start.get("dirty") or not start.get("git_sha") or start.get("git_sha") == "unknown":
@@ -121,7 +164,7 @@ def publish_unfinished(run: Path, unfinished_runs: Path | None = None) -> Path:
     if any(not same_code(call.get("code", {}), start) for call in record.get("invocations", [])):
         raise SystemExit(f"{run}: resumed on other code than it started with; rerun it from one commit")
     cost = {"code": start["git_sha"], **ingest_cost(run)}
-    target = (unfinished_runs or UNFINISHED_RUNS).joinpath(*run.parts[-RUN_PATH_PARTS:])
+    target = target_for(run, unfinished_runs or UNFINISHED_RUNS)
     if target.exists():
         shutil.rmtree(target)
     _copy_run(run, target, None)

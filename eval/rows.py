@@ -26,6 +26,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from core.atomic import NO_SPACE, disk_full
+
 log = logging.getLogger(__name__)
 
 # The field every row carries: the run's input-file hash (eval.provenance.input_hashes).
@@ -127,13 +129,28 @@ class JsonlRows:
         with self._lock:
             if key in self._rows and not replace:
                 return
-            with self.path.open("a", encoding="utf-8") as handle:
-                handle.write(line + "\n")
-                handle.flush()
-                os.fsync(handle.fileno())
+            size = self.path.stat().st_size if self.path.exists() else 0
+            try:
+                with self.path.open("a", encoding="utf-8") as handle:
+                    handle.write(line + "\n")
+                    handle.flush()
+                    os.fsync(handle.fileno())
+            except OSError as err:
+                self._cut_back(size)  # no half line for the next append to run into
+                if err.errno in NO_SPACE:  # the row file is what could not be written: name it, not a later record
+                    raise disk_full(self.path) from err
+                raise
             # held as a reload would read it (tuples as lists, objects as strings), so row_sha256 of a row is
             # the same in the process that wrote it and in the one that resumes
             self._rows[key] = json.loads(line)
+
+    def _cut_back(self, size: int) -> None:
+        """Truncate the file to ``size`` after a failed append (best effort: the disk may refuse this too)."""
+        try:
+            with self.path.open("r+b") as handle:
+                handle.truncate(size)
+        except OSError:
+            pass
 
     def rows(self) -> list[dict[str, Any]]:
         with self._lock:  # run.workers > 1: a reader never sees the dict mid-append
@@ -148,7 +165,9 @@ def read_rows(path: str | Path, key_field: str | None = "key") -> list[dict[str,
     still-running run can be read). The one reader for every report and script: a damaged line (not JSON,
     not UTF-8, not an object, such as the torn last line of a killed write) is skipped and logged with the
     file and its line number. With ``key_field`` (row files), one row per key: the last written (a redone
-    row replaces its first try), in the order keys first appeared; ``None`` for logs without keys."""
+    row replaces its first try), in the order keys first appeared, and a row without the key is skipped and
+    logged, as ``JsonlRows`` skips it when a run resumes (one rule for every reader of a row file);
+    ``None`` for logs without keys."""
     path = Path(path)
     by_key: dict[str, dict[str, Any]] = {}
     rows: list[dict[str, Any]] = []
@@ -158,10 +177,12 @@ def read_rows(path: str | Path, key_field: str | None = "key") -> list[dict[str,
         row, why = parse_line(raw, None)
         if row is None:
             log.warning("%s line %d: %s (a torn last line of a killed run?); skipped", path, number, why)
-        elif key_field is not None and key_field in row:
+        elif key_field is None:
+            rows.append(row)
+        elif key_field not in row:
+            log.warning("%s line %d: no `%s` field; skipped (as a resumed run skips it)", path, number, key_field)
+        else:
             if str(row[key_field]) not in by_key:
                 rows.append(row)
             by_key[str(row[key_field])] = row
-        else:
-            rows.append(row)
-    return [by_key.get(str(row.get(key_field)), row) if key_field is not None and key_field in row else row for row in rows]
+    return [by_key[str(row[key_field])] for row in rows] if key_field is not None else rows

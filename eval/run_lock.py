@@ -28,6 +28,10 @@ class RunLockedError(HarnessError):
     """Another process is running this configuration."""
 
 
+class RunFolderError(HarnessError):
+    """The run folder (or its lock file) cannot be created: results_dir is read-only or not a folder."""
+
+
 class RunLock:
     """``with RunLock(run_dir): ...``; raises RunLockedError if another process holds it."""
 
@@ -37,14 +41,19 @@ class RunLock:
         self._lock = FileLock(str(run_dir / LOCK_NAME), timeout=0)
 
     def __enter__(self) -> "RunLock":
-        self.run_dir.mkdir(parents=True, exist_ok=True)
         try:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
             self._lock.acquire()
         except Timeout:
             raise RunLockedError(
                 f"{self.run_dir} is in use by {self._holder()}: wait for it to finish (or stop that process); "
                 "the same command afterwards resumes or reads its result"
             ) from None
+        except OSError as err:
+            raise RunFolderError(
+                f"cannot create the run folder {self.run_dir} ({err.strerror or err}): make results_dir writable or point "
+                "results_dir=... at a writable folder"
+            ) from err
         holder = {"pid": os.getpid(), "host": socket.gethostname(), "started_at": datetime.now(timezone.utc).isoformat(),
                   "command": " ".join(sys.argv)}  # fmt: skip
         self.sidecar.write_text(json.dumps(holder, indent=2))

@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import re
 import shutil
 import signal
 import threading
@@ -55,6 +56,10 @@ TRANSPORT_KEYS = ("cache_path", "verbosity", "flash_attn", "base_url", "api_key_
 FAILURES_EXIT = 3
 # config blocks validate() checks against their constructors before the run folder exists
 CHECKED_BLOCKS = ("system", "benchmark", "embedder", "answerer", "llm", "judge.llm", "logger")
+# keys whose values become folder names under results_dir: one plain path component each, so no value
+# (``..``, an absolute path, a newline, 300 characters) can put a run outside results_dir or fail mkdir
+FOLDER_NAME_KEYS = ("benchmark.name", "system.name", "ablation_name")
+FOLDER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+=,-]{0,99}")
 
 
 class ConfigError(HarnessError, ValueError):
@@ -146,6 +151,11 @@ def validate(cfg: DictConfig) -> None:
     for name in ("name",):
         if name not in cfg.system or name not in cfg.benchmark:
             raise ConfigError(f"conf/system and conf/benchmark files need a `{name}` key (used in the results path)")
+    for key in FOLDER_NAME_KEYS:
+        value = OmegaConf.select(cfg, key, default=None)
+        if not isinstance(value, str) or not FOLDER_NAME.fullmatch(value):
+            raise ConfigError(f"{key}={value!r}: must be a folder name of 1-100 letters, digits and . _ - + = , starting with a "
+                              f"letter or digit (it is part of the run folder's path under results_dir), e.g. {key}=none")
     bad = config_checks.problems(cfg)
     if bad:
         raise ConfigError("; ".join(bad))
@@ -174,14 +184,13 @@ def atomic_write_json(path: Path, payload: dict[str, Any]) -> None:
 
 
 def run_dir_for(cfg: DictConfig, inputs: dict[str, str] | None = None) -> Path:
-    return (
-        Path(cfg.results_dir)
-        / "runs"
-        / str(cfg.benchmark.name)
-        / str(cfg.system.name)
-        / str(cfg.ablation_name)
-        / config_hash(cfg, inputs)
-    )
+    """``<results_dir>/runs/<benchmark>/<system>/<ablation>/<config hash>``; a folder-name key that would leave
+    results_dir (validate() refuses them first) fails here too, before any folder is made."""
+    names = [str(cfg.benchmark.name), str(cfg.system.name), str(cfg.ablation_name)]
+    bad = [name for name in names if not FOLDER_NAME.fullmatch(name)]
+    if bad:
+        raise ConfigError(f"{bad[0]!r} is not a plain folder name: benchmark.name, system.name and ablation_name must stay under results_dir")
+    return Path(cfg.results_dir).joinpath("runs", *names, config_hash(cfg, inputs))
 
 
 def read_metrics(path: Path) -> dict[str, Any]:
@@ -325,12 +334,14 @@ def _run_locked(cfg: DictConfig, overrides: list[str] | None, run_dir: Path, inp
     judge = build_judge(cfg.judge, llm)  # conf/judge: its client (or `llm`), prompt, max_tokens, attempts
     judge_llm = judge.llm
     check_credentials(llm, judge_llm)  # before anything is recorded or computed
+    faults_asked_again = retry_output_faults(finished, llm, judge_llm)
     record = provenance.start(code, inputs, allow_code_change, atomic_write_json)
     (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
     (run_dir / "overrides.json").write_text(json.dumps(overrides or [], indent=2))
     log.info("run folder: %s (code %s)", run_dir, code_label(code))
     embedder = instantiate(cfg.embedder)
     answerer = instantiate(cfg.answerer, llm=llm)
+    system: Any = None  # its counters are recorded with the invocation, however it ends
     try:
         system = build_system(cfg, llm, embedder, run_dir)
         benchmark = instantiate(cfg.benchmark, _convert_="all")
@@ -343,6 +354,8 @@ def _run_locked(cfg: DictConfig, overrides: list[str] | None, run_dir: Path, inp
         if isinstance(system, ReportsMetrics) and "system_metrics" not in metrics:  # e.g. MOSAIC's LSH fallback rate, NCS drift
             metrics["system_metrics"] = system.metrics()
         earlier = record["invocations"][:-1]
+        if "system_metrics" in metrics:
+            metrics["system_metrics_scope"] = system_metrics_scope(len(record["invocations"]))
         code_at_end = code_version()
         llm_usage_now = llm.usage.__dict__
         judge_usage_now = judge_llm.usage.__dict__ if judge_llm is not llm else None
@@ -376,6 +389,7 @@ def _run_locked(cfg: DictConfig, overrides: list[str] | None, run_dir: Path, inp
             "llm_call_latency": latency_summary(getattr(getattr(llm, "meter", None), "latencies_s", [])),
             "judge_usage": _summed(earlier, "judge_usage", judge_usage_now) if judge_usage_now else "same client as llm",
             "overrides": overrides or [],
+            "output_faults_asked_again": faults_asked_again,
             "finished_at": datetime.now(timezone.utc).isoformat(),
             "wall_s_this_invocation": round(time.time() - started, 2),
             **ctx.extra_metadata,
@@ -386,13 +400,34 @@ def _run_locked(cfg: DictConfig, overrides: list[str] | None, run_dir: Path, inp
         ended_by = type(err).__name__
         raise
     finally:
-        _record_invocation(provenance, llm, judge_llm, started, ended_by)
+        try:
+            _record_invocation(provenance, llm, judge_llm, started, ended_by, system)
+        except OSError as err:
+            if ended_by == "finished":
+                raise
+            # the error that stopped the run (say, a row file on a full disk) is the one to report, not this record
+            log.warning("could not record this invocation's usage in %s (%s)", provenance.path, err)
         for client in {id(llm): llm, id(judge_llm): judge_llm}.values():
             close = getattr(client, "close", None)
             if close:
                 close()
     _finish(cfg, run_dir, metrics, log_external=True)
     return metrics
+
+
+def retry_output_faults(finished: dict[str, Any] | None, *clients: Any) -> bool:
+    """On the rerun of a finished run with failed rows, have the clients ask a remembered output fault (a cut-off or
+    schema-breaking greedy reply, core/llm/client.py) again instead of replaying it: the failure line promises
+    that a rerun retries the failed rows, and a fault remembered from a broken server would fail them again at
+    no cost forever. True when it did (recorded in metrics.json: the rerun's replies, ingest's too, may differ
+    from the first run's where those were faults)."""
+    if finished is None or not failed_rows(finished):
+        return False
+    for client in {id(c): c for c in clients}.values():
+        if getattr(client, "remember_output_faults", False):
+            client.remember_output_faults = False
+    log.info("retrying %d failed rows: remembered output faults are asked again this time", failed_rows(finished))
+    return True
 
 
 def _summed(invocations: list[dict[str, Any]], field: str, now: dict[str, Any]) -> dict[str, Any]:
@@ -402,9 +437,22 @@ def _summed(invocations: list[dict[str, Any]], field: str, now: dict[str, Any]) 
     return add_usage(total, now)
 
 
-def _record_invocation(provenance: Provenance, llm: Any, judge_llm: Any, started: float, ended_by: str) -> None:
-    """Write this invocation's usage into provenance.json, so a resumed run's totals include it; ``ended_by``:
-    "finished", or the exception that ended it (``Terminated`` for SIGTERM, ``KeyboardInterrupt``, ...)."""
+def system_metrics_scope(invocations: int) -> str:
+    """What a run's ``system_metrics`` (the system's own counters: MOSAIC's write and mechanism counts) cover. The
+    counters live in the process: a resumed run's cover the invocation that last ingested or predicted, whose
+    work depends on where the earlier one stopped (it may redo an unfinished unit, or skip finished ones), so
+    they are comparable with an uninterrupted run's only when the run had one invocation. Each invocation's
+    counters are kept in provenance.json (``invocations[i].system_metrics``)."""
+    if invocations <= 1:
+        return "whole run (one invocation)"
+    return (f"last invocation that ingested or predicted, of {invocations}: not the whole run's counters (a resumed run); "
+            "each invocation's are in provenance.json; overwrite=true recomputes them in one invocation")
+
+
+def _record_invocation(provenance: Provenance, llm: Any, judge_llm: Any, started: float, ended_by: str, system: Any = None) -> None:
+    """Write this invocation's usage (and the system's own counters, when it has them) into provenance.json, so a
+    resumed run's totals include it; ``ended_by``: "finished", or the exception that ended it (``Terminated`` for
+    SIGTERM, ``KeyboardInterrupt``, ...)."""
     record = provenance.load()
     if record is None or not record.get("invocations"):
         return
@@ -412,6 +460,11 @@ def _record_invocation(provenance: Provenance, llm: Any, judge_llm: Any, started
         llm_usage=llm.usage.__dict__, judge_usage=judge_llm.usage.__dict__ if judge_llm is not llm else None,
         wall_s=round(time.time() - started, 2), ended_at=datetime.now(timezone.utc).isoformat(), ended_by=ended_by,
     )  # fmt: skip
+    if isinstance(system, ReportsMetrics):
+        try:
+            record["invocations"][-1]["system_metrics"] = system.metrics()
+        except Exception as err:  # a system that cannot count after a failure must not hide the failure
+            log.warning("system metrics of this invocation not recorded (%s)", err)
     atomic_write_json(provenance.path, record)
 
 

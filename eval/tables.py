@@ -61,7 +61,14 @@ def row_label(metrics: dict[str, Any]) -> str:
     ablation = meta.get("ablation")
     label = system if ablation in (None, "none", "") else f"{system} / {ablation}"
     settings = [o.removeprefix("system.") for o in meta.get("overrides", []) if isinstance(o, str) and o.startswith("system.")]
-    return f"{label} ({', '.join(settings)})" if settings else label
+    label = f"{label} ({', '.join(settings)})" if settings else label
+    return f"{label} {NOT_CLEAN_MARK}" if metrics.get(PROVENANCE_FLAGS) else label
+
+
+# Set by scripts/make_tables.py on each published run it reads: why the run is not from one clean commit (empty when
+# it is). A row of such a run carries NOT_CLEAN_MARK in every table, and each table's footnote lists the reasons.
+PROVENANCE_FLAGS = "_provenance_flags"
+NOT_CLEAN_MARK = "†"
 
 
 def is_paper_configuration(metrics: dict[str, Any]) -> bool:
@@ -107,6 +114,8 @@ def failure_counts(metrics: dict[str, Any]) -> tuple[int | None, int | None]:
     contexts = _jsonl_rows(folder / "ingests.jsonl") if folder else None
     if cases is not None and contexts is not None and all("failures" in c for c in contexts):
         ingest = sum(int(c.get("failures") or 0) for c in cases) + sum(int(c["failures"]) for c in contexts)
+    if cases and all("failures" in c for c in cases):  # each probe recorded its write's failures: 0 is a count, not n/a
+        rows = sum(int(c["failures"] or 0) > 0 for c in cases)
     return rows, ingest
 
 

@@ -16,6 +16,8 @@ evaluation user's file is refused.
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
 import sys
 from pathlib import Path
 
@@ -26,6 +28,33 @@ from eval.benchmarks.halumem.data import load_halumem_jsonl
 
 DEV_FILE = Path("data/halumem-pilot/halumem_medium_user0.jsonl")
 EVAL_NAME = "halumem_medium_user3.jsonl"
+# Content fingerprints (``user_fingerprint``) of HaluMem's evaluation user: a renamed, re-serialised or re-described
+# copy of its file is refused as the file itself is (as eval/benchmarks/conflict_suite.py refuses evaluation suites).
+# A test recomputes it from the fetched file.
+EVAL_USER_FINGERPRINTS = {"halumem_medium_user3": "b8ff283a3e15aebb9a20579d2b36b1ced9c750844125be891e94c434db0682d4"}
+
+
+def user_fingerprint(user: dict) -> str:
+    """sha256 of a HaluMem user's dialogue (each session's turn contents, in order, canonical JSON): the same for
+    any copy of the user whatever its file name, formatting, persona or memory points."""
+    dialogue = [[turn.get("content") for turn in session.get("dialogue") or []] for session in user.get("sessions") or []]
+    return hashlib.sha256(json.dumps(dialogue, ensure_ascii=False, separators=(",", ":")).encode("utf-8")).hexdigest()
+
+
+def evaluation_user_refusal(path: Path, dev_file: Path = DEV_FILE) -> str | None:
+    """The one-line refusal when ``path`` is, or holds a copy of, HaluMem's evaluation user (by name or by content
+    fingerprint); None for development data. An unreadable file is left to the loader's own error."""
+    if path.name == EVAL_NAME:
+        return f"error: {path} is HaluMem's evaluation user; use the development user ({dev_file})"
+    try:
+        users = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    known = {fingerprint: name for name, fingerprint in EVAL_USER_FINGERPRINTS.items()}
+    found = [known[fp] for user in users if isinstance(user, dict) and (fp := user_fingerprint(user)) in known]
+    if found:
+        return f"error: {path} holds HaluMem's evaluation user ({found[0]}, by content fingerprint) whatever its name; use the development user ({dev_file})"
+    return None
 
 
 def best_earlier_matches(path: Path, embedder: SentenceEmbedder) -> list[tuple[float, bool, str, str, str]]:
@@ -116,8 +145,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--revision", action="store_true",
                         help="also: update points and non-update points whose nearest earlier point is at cosine >= t")
     args = parser.parse_args(argv)
-    if args.file.name == EVAL_NAME:
-        print(f"error: {args.file} is HaluMem's evaluation user; calibrate on the development user ({DEV_FILE})", file=sys.stderr)
+    refusal = evaluation_user_refusal(args.file)
+    if refusal:
+        print(refusal, file=sys.stderr)
         return 2
     embedder = SentenceEmbedder(cache_path=str(args.cache) if args.cache else None)
     rows = best_earlier_matches(args.file, embedder)

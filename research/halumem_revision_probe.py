@@ -34,7 +34,7 @@ from tqdm import tqdm
 
 from eval.benchmarks.halumem.data import load_halumem_jsonl
 from mosaic.conflict import ConflictDetector
-from research.halumem_link_calibration import DEV_FILE, EVAL_NAME
+from research.halumem_link_calibration import DEV_FILE, evaluation_user_refusal
 from research.tune_conflict import compose_config, detector_settings
 
 THRESHOLDS = [round(float(t), 2) for t in np.arange(0.05, 1.0, 0.05)]
@@ -141,8 +141,9 @@ def main(argv: list[str] | None = None) -> int:
         args.rescore.with_suffix(".md").write_text(markdown(result))
         print(markdown(result))
         return 0
-    if args.file.name == EVAL_NAME:
-        print(f"error: {args.file} is HaluMem's evaluation user; probe the development user ({DEV_FILE})", file=sys.stderr)
+    refusal = evaluation_user_refusal(args.file)
+    if refusal:
+        print(refusal, file=sys.stderr)
         return 2
     if not args.file.exists():
         print(f"error: {args.file} not found; run `python -m scripts.download_data` (it fetches the HaluMem pilot users)", file=sys.stderr)

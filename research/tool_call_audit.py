@@ -93,7 +93,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     path = args.run_dir / LOG
     if not path.is_file():
         raise SystemExit(f"{path} is missing: only runs whose system uses the tool-call layer (system=memgpt) write it")
-    report = {"run": str(args.run_dir), **audit(read_rows(path), args.reply_tool)}
+    report = {"run": str(args.run_dir), **audit(read_rows(path, key_field=None), args.reply_tool)}
     print(json.dumps(report, indent=2))
     if args.out is not None:
         write_json_atomic(args.out, report, indent=2)

@@ -11,7 +11,7 @@ reader) replay every call already made, bit for bit, and pay only for the calls 
 Replay is exact because a key covers model, messages, sampling and schema (core/llm/cache.py);
 a changed prompt misses and is asked again.
 
-Export writes one JSON line per entry, sorted by key, gzip with a fixed mtime and no file name in its header, so the same cache
+Export and import print the model(s) the replies came from. Export writes one JSON line per entry, sorted by key, gzip with a fixed mtime and no file name in its header, so the same cache
 gives the same bytes. Import never overwrites an entry the target already holds, reads the whole archive
 first (gzip's CRC then refuses a changed byte before anything is stored) and stores each entry with its
 checksum (core/llm/cache.py), so every later read of it is checked too.
@@ -27,10 +27,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from core.embed_archive import embeddings_archive_for, export_embeddings, import_embeddings
-from core.llm.cache_archive import CACHE_FILE, archive_entries, export_cache, import_cache
+from core.embed_archive import embeddings_archive_for, export_embeddings, import_embeddings, read_embeddings
+from core.llm.cache_archive import CACHE_FILE, archive_entries, archive_models, export_cache, import_cache
 
-__all__ = ["CACHE_FILE", "archive_entries", "export_cache", "import_cache", "main"]
+__all__ = ["CACHE_FILE", "archive_entries", "archive_models", "export_cache", "import_cache", "main"]
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -46,15 +46,20 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.command == "export":
         count = export_cache(args.cache_dir, args.archive)
-        print(f"exported {count} responses to {args.archive} ({args.archive.stat().st_size / 1024:.0f} KiB)")
+        print(f"exported {count} responses to {args.archive} ({args.archive.stat().st_size / 1024:.0f} KiB), made with "
+              + ", ".join(f"{model} ({n})" for model, n in sorted(archive_models(args.archive).items())))
         if args.embeddings:
             vectors = embeddings_archive_for(args.archive)
             count = export_embeddings(args.cache_dir, vectors)
             print(f"exported {count} vectors to {vectors} ({vectors.stat().st_size / 1024:.0f} KiB)")
     else:
+        vectors = embeddings_archive_for(args.archive)
+        models = archive_models(args.archive)  # every line read and checked; nothing stored yet
+        if vectors.is_file():
+            read_embeddings(vectors)  # a cut or damaged vector file fails here, before any reply is stored without its vectors
+        print("made with " + ", ".join(f"{model} ({n} replies)" for model, n in sorted(models.items())))
         added, held = import_cache(args.archive, args.cache_dir)
         print(f"imported {added} responses into {args.cache_dir / CACHE_FILE} ({held} already held)")
-        vectors = embeddings_archive_for(args.archive)
         if vectors.is_file():
             added, held = import_embeddings(vectors, args.cache_dir)
             print(f"imported {added} vectors from {vectors} ({held} already held)")

@@ -31,7 +31,7 @@ from hydra.utils import get_class
 from eval.benchmarks.locomo import slice_label
 from eval.decomposition import decomposition_table
 from eval.publishing import provenance_flags
-from eval.tables import to_markdown, write_tables
+from eval.tables import NOT_CLEAN_MARK, PROVENANCE_FLAGS, to_markdown, write_tables
 
 REPO = Path(__file__).resolve().parents[1]
 PUBLISHED = REPO / "results" / "published" / "runs"
@@ -55,6 +55,7 @@ def load_runs(root: Path) -> dict[str, list[dict[str, Any]]]:
         if not _field(metrics, "benchmark_target") or not _field(metrics, "benchmark"):
             raise SystemExit(f"{path}: missing `benchmark` / `benchmark_target` (written by eval.runner)")
         metrics["_path"] = str(path)
+        metrics[PROVENANCE_FLAGS] = run_flags(metrics, path.parent)
         groups[_field(metrics, "benchmark")].append(metrics)
     return groups
 
@@ -65,10 +66,30 @@ def _shown(path: str) -> str:
     return str(resolved.relative_to(REPO)) if resolved.is_relative_to(REPO) else path
 
 
+def run_flags(metrics: dict[str, Any], folder: Path) -> list[str]:
+    """Why a published run is not from one clean commit: its metrics' provenance flags, and a folder without
+    provenance.json (the run predates it: no record of the code at its start or of its invocations)."""
+    flags = provenance_flags(metrics)
+    if not (folder / "provenance.json").is_file():
+        flags.append("no provenance.json (the run predates it)")
+    return flags
+
+
 def provenance_notes(runs: list[dict[str, Any]]) -> str:
-    """A footnote under a table listing every run that does not come from one clean commit."""
-    lines = [f"- {_shown(run['_path'])}: {'; '.join(flags)}" for run in runs if (flags := provenance_flags(run))]
-    return "\n\n**Provenance: not from one clean commit**\n" + "\n".join(lines) if lines else ""
+    """A footnote under a table listing every run that does not come from one clean commit (its rows marked †)."""
+    lines = [f"- {_shown(run['_path'])}: {'; '.join(flags)}" for run in runs if (flags := _flags(run))]
+    return f"\n\n**Provenance: not from one clean commit** (rows marked {NOT_CLEAN_MARK})\n" + "\n".join(lines) if lines else ""
+
+
+def short_provenance_note(runs: list[dict[str, Any]], benchmark: str) -> str:
+    """The one-line form under a headline table (the README quotes it): how many runs, and where they are listed."""
+    count = sum(bool(_flags(run)) for run in runs)
+    return (f"\n\n{NOT_CLEAN_MARK} Provenance: {count} of these runs are not from one clean commit; results/tables/{benchmark}.md "
+            "lists them and why.") if count else ""
+
+
+def _flags(run: dict[str, Any]) -> list[str]:
+    return run[PROVENANCE_FLAGS] if PROVENANCE_FLAGS in run else provenance_flags(run)
 
 
 def build(root: Path, out: Path, convention: str | None = None) -> dict[str, str]:
@@ -87,7 +108,11 @@ def build(root: Path, out: Path, convention: str | None = None) -> dict[str, str
         extra = getattr(cls, "make_extra_tables", None)  # e.g. LoCoMo's judge-and-gold view
         for name, extra_table in (extra(runs) if extra else {}).items():
             write_tables(extra_table, out / name)
-            written[name] = to_markdown(extra_table)
+            note = short_provenance_note(runs, benchmark) if NOT_CLEAN_MARK in " ".join(map(str, extra_table.index)) + " ".join(map(str, extra_table.columns)) else ""
+            if note:
+                md_path = (out / name).with_suffix(".md")
+                md_path.write_text(md_path.read_text(encoding="utf-8").rstrip("\n") + note + "\n", encoding="utf-8")
+            written[name] = to_markdown(extra_table) + note
         figures = getattr(cls, "make_figures", None)  # e.g. LoCoMo's recall against tokens
         for path in figures(runs, out) if figures else []:
             print(f"figure: {_shown(str(path))}")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from core.api import HarnessError
 from eval.publishing import ROOT, publish, publish_unfinished
 
 
@@ -25,7 +26,10 @@ def main(argv: list[str] | None = None) -> Path:
     parser.add_argument("run_dir", type=Path)
     parser.add_argument("--unfinished", action="store_true", help="a run stopped before its end: publish what finished and its measured ingest cost")
     args = parser.parse_args(argv)
-    target = publish_unfinished(args.run_dir) if args.unfinished else publish(args.run_dir)
+    try:
+        target = publish_unfinished(args.run_dir) if args.unfinished else publish(args.run_dir)
+    except HarnessError as err:  # e.g. the run folder is in use (its lock): one line, as run.py reports it
+        raise SystemExit(f"error ({type(err).__name__}): {' '.join(str(err).split())}") from None
     print(relative_to_checkout(target))
     return target
 

@@ -20,8 +20,10 @@ from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
+from core.api import HarnessError
 from eval.judge import JudgePrompt, LLMJudge
-from eval.benchmarks.locomo.judge_agreement import rejudge
+from eval.benchmarks.locomo.judge_agreement import check_rejudgeable, rejudge
+from eval.run_lock import RunLock
 
 
 def _as_group_override(override: str) -> str:
@@ -46,6 +48,16 @@ def main(argv: list[str] | None = None) -> int:
         print(__doc__)
         return 0
     cfg = compose_config(overrides)
+    try:  # the folder first: a missing or damaged one is one line, before any judge server starts
+        check_rejudgeable(Path(cfg.run_dir))
+        with RunLock(Path(cfg.run_dir)):  # the run itself, or another rejudge, must not write the folder meanwhile
+            return _rejudge_locked(cfg)
+    except HarnessError as err:
+        print(f"error ({type(err).__name__}): {' '.join(str(err).split())}", file=sys.stderr)
+        return 2
+
+
+def _rejudge_locked(cfg: DictConfig) -> int:
     llm = instantiate(cfg.judge2.llm) if cfg.judge2.get("llm") else instantiate(cfg.llm)
     prompt = JudgePrompt.from_mapping(OmegaConf.to_container(cfg.judge2.prompt, resolve=True), "judge2.prompt")  # type: ignore[arg-type]
     try:

@@ -125,10 +125,10 @@ class HashEmbedder:
 
 def fill_vector_cache(cache_dir: Any, vectors: dict[str, Any]) -> None:
     """Write ``key -> float32 vector`` rows into ``cache_dir``'s embedding cache, as a run would have left them."""
-    from core.embed import EMBED_CACHE_FILE, open_vector_cache
+    from core.embed import EMBED_CACHE_FILE, open_vector_cache, store_vectors
 
     cache_dir.mkdir(parents=True, exist_ok=True)
     cache = open_vector_cache(cache_dir / EMBED_CACHE_FILE)
-    cache.executemany("INSERT OR REPLACE INTO vectors VALUES (?, ?)", [(k, v.tobytes()) for k, v in vectors.items()])
+    store_vectors(cache, [(k, v.tobytes()) for k, v in vectors.items()], replace=True)
     cache.commit()
     cache.close()

@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import shutil
 import sqlite3
 import threading
 from pathlib import Path
@@ -25,12 +26,33 @@ from typing import Any
 from filelock import FileLock
 
 from core.api import HarnessError
+from core.atomic import DiskFullError, disk_full
 
 log = logging.getLogger(__name__)
 
 
 class CacheError(HarnessError):
     """The cache file cannot be used; the message names it and says to delete it."""
+
+
+# Free bytes below which an SQLite I/O error on a cache file is taken for a full disk: SQLite reports a disk
+# that fills while it grows its shared-memory or journal file as SQLITE_IOERR_*, not SQLITE_FULL
+LOW_SPACE_BYTES = 1 << 20
+
+
+def full_disk_under(path: Path, err: sqlite3.Error) -> DiskFullError | None:
+    """A DiskFullError naming ``path`` when ``err`` is SQLite's answer to a full disk (SQLITE_FULL, or an I/O
+    error while its folder has almost no space left); None for anything else (the file may then be damaged)."""
+    name = str(getattr(err, "sqlite_errorname", "") or "")
+    if name == "SQLITE_FULL" or "disk is full" in str(err):
+        return disk_full(path)
+    if name.startswith("SQLITE_IOERR") or "disk I/O error" in str(err):
+        try:
+            if shutil.disk_usage(path.parent).free < LOW_SPACE_BYTES:
+                return disk_full(path)
+        except OSError:
+            return None
+    return None
 
 
 def checksum(value_json: str) -> str:
@@ -68,7 +90,12 @@ class ResponseCache:
             except sqlite3.DatabaseError as err:
                 raise self._damaged(err) from err
 
-    def _damaged(self, err: sqlite3.DatabaseError) -> CacheError:
+    def _damaged(self, err: sqlite3.DatabaseError) -> HarnessError:
+        """The one-line error for a failed statement: a full disk (the file is intact: free space), a lock held too
+        long, or a damaged file (delete it)."""
+        full = full_disk_under(self.path, err)
+        if full is not None:
+            return full
         if isinstance(err, sqlite3.OperationalError) and "locked" in str(err):
             return CacheError(f"response cache {self.path} stayed locked by another process: {err}; retry, or give each run its own cache_dir")
         return CacheError(f"response cache {self.path} is damaged ({err}): delete the file (and its -wal/-shm files) to start a fresh cache")

@@ -13,14 +13,19 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import re
 import zlib
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from core.atomic import write_bytes_atomic
+from core.api import ChatResult
 from core.llm.cache import ResponseCache
+from core.llm.client import OUTPUT_FAULT
 
+REQUEST_KEY = re.compile(r"[0-9a-f]{64}")  # core.llm.cache.request_key: a sha256 hex digest
 CACHE_FILE = "llm_cache.sqlite"  # the file name conf/llm/*.yaml give cache_path inside cache_dir
 
 
@@ -43,33 +48,68 @@ def export_cache(cache_dir: Path, archive: Path) -> int:
 
 
 def archive_entries(archive: Path) -> Iterator[tuple[str, Any]]:
-    """(key, response) for each line of ``archive``; a missing archive fails here, before anything is read."""
+    """(key, response) for each line of ``archive``, every line read and checked before the first is given: a
+    missing, damaged or ill-shaped archive fails here (one line naming the line), before anything is stored."""
+    return iter(_read_entries(archive, servable=False))
+
+
+def _require(archive: Path) -> None:
     if not archive.is_file():
         raise SystemExit(
             f"no cache archive at {archive}: results/caches/ lists the committed ones, "
             f"and `python -m scripts.cache_archive export <cache_dir> {archive}` writes one"
         )
-    return _read_entries(archive)
 
 
-def _read_entries(archive: Path) -> Iterator[tuple[str, Any]]:
+def _read_entries(archive: Path, servable: bool = True) -> list[tuple[str, Any]]:
+    """Every (key, value) line; ``servable``: each must also be an entry a client can serve (``entry_problem``),
+    as an import needs (a reader of replies, research/judge_scores.py, needs only the JSON)."""
+    _require(archive)
     try:  # whole, before anything is stored: gzip checks its CRC at the end, so a changed byte fails here
         with gzip.open(archive, "rt", encoding="utf-8") as packed:
             lines = packed.readlines()
     except (OSError, EOFError, UnicodeDecodeError, zlib.error) as err:
         raise SystemExit(f"{archive} is damaged ({err}): fetch it again (git checkout -- {archive}) or re-export it") from err
+    entries = []
     for number, line in enumerate(lines, 1):
         try:
             entry = json.loads(line)
             key, value = entry["key"], entry["value"]
+            entries.append((key, value))
+            why = entry_problem(key, value) if servable else None
         except (json.JSONDecodeError, KeyError, TypeError) as err:
-            raise SystemExit(f"{archive} line {number} is not a cache entry ({err}): re-export it with `export`") from err
-        yield key, value
+            why = str(err)
+        if why:
+            raise SystemExit(f"{archive} line {number} is not a cache entry ({why}): nothing was imported; re-export it with `export`")
+    return entries
+
+
+def entry_problem(key: Any, value: Any) -> str | None:
+    """Why an archived entry could not be served by the clients that read the cache (None: it can): the key is
+    a request hash, the value a harness reply (core.api.ChatResult's fields, maybe marked as a remembered fault)
+    or an OpenAI chat completion (the library tap's, core/llm/library_tap.py)."""
+    if not (isinstance(key, str) and REQUEST_KEY.fullmatch(key)):
+        return f"key {str(key)[:20]!r} is not a request hash"
+    if not isinstance(value, dict):
+        return f"value is a {type(value).__name__}, not an object"
+    if "choices" in value:
+        return None if isinstance(value["choices"], list) else "`choices` is not a list"
+    try:
+        result = ChatResult(**{**{k: v for k, v in value.items() if k != OUTPUT_FAULT}, "cached": True})
+    except TypeError as err:
+        return f"not a reply: {err}"
+    return None if isinstance(result.text, str) else "`text` is not a string"
+
+
+def archive_models(archive: Path) -> Counter[str]:
+    """How many replies of ``archive`` each model gave (a reply records its model; a library's completion too)."""
+    return Counter(str(value.get("model") or "unknown") for _, value in _read_entries(archive))
 
 
 def import_cache(archive: Path, cache_dir: Path) -> tuple[int, int]:
-    """Add the archive's entries that ``cache_dir`` lacks; returns (added, already held)."""
-    entries = archive_entries(archive)
+    """Add the archive's entries that ``cache_dir`` lacks; returns (added, already held). Every line is read and
+    checked first (``entry_problem``): a bad line stores nothing, rather than half an archive."""
+    entries = _read_entries(archive)
     cache = ResponseCache(cache_dir / CACHE_FILE)
     added = held = 0
     try:

@@ -120,6 +120,8 @@ class GuardedLLM:
 class BadResponseError(LLMError):
     """The server answered 200 with something that is not a usable chat completion (retried, never cached)."""
 
+    answered = 0  # how many 200 answers the request got over its tries (set when the last try gives up)
+
 
 class EmptyContentError(BadResponseError):
     """A well-formed completion with nothing in it: retried; after the last try a counted LLMOutputError."""
@@ -276,17 +278,23 @@ class OpenAICompatClient:
         client = self._client()
         url = self.api_base + "/chat/completions"
         deadline = time.monotonic() + self.patience_s
-        for attempt in Retrying(
-            stop=stop_after_attempt(self.max_retries) | stop_after_delay(self.patience_s),
-            wait=wait_exponential(multiplier=self.retry_wait_s, min=self.retry_wait_s, max=30),
-            retry=retry_if_exception(_retryable),
-            reraise=True,
-        ):
-            with attempt:
-                timeout = max(1.0, min(self.timeout_s, deadline - time.monotonic()))
-                response = client.post(url, json=payload, timeout=timeout)
-                response.raise_for_status()
-                return completion_choice(response, url)
+        answered = 0  # requests the server answered 200 (an empty reply is still a call it served)
+        try:
+            for attempt in Retrying(
+                stop=stop_after_attempt(self.max_retries) | stop_after_delay(self.patience_s),
+                wait=wait_exponential(multiplier=self.retry_wait_s, min=self.retry_wait_s, max=30),
+                retry=retry_if_exception(_retryable),
+                reraise=True,
+            ):
+                with attempt:
+                    timeout = max(1.0, min(self.timeout_s, deadline - time.monotonic()))
+                    response = client.post(url, json=payload, timeout=timeout)
+                    response.raise_for_status()
+                    answered += 1
+                    return completion_choice(response, url)
+        except BadResponseError as err:
+            err.answered = answered
+            raise
         raise AssertionError("unreachable")
 
     @staticmethod
@@ -354,6 +362,9 @@ class OpenAICompatClient:
                     f"LLM server {url} unreachable after {self.max_retries} tries within llm.patience_s={self.patience_s:g}s: {err!r}; check the server"
                 ) from err
             except EmptyContentError as err:
+                empty = ChatResult(text="", prompt_tokens=0, completion_tokens=0, latency_s=time.perf_counter() - started, cached=False, model=self.model_id)
+                for _ in range(max(1, err.answered)):  # each empty reply was a call the server served: counted
+                    self.meter.record(purpose, empty)
                 raise LLMOutputError(f"{err} after {self.max_retries} tries") from err
             except BadResponseError as err:
                 raise LLMError(f"{err} (after {self.max_retries} tries); check the server") from err

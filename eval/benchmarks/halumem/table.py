@@ -120,4 +120,20 @@ def make_table(metrics: list[dict[str, Any]], convention: str | None = None) -> 
                                 + ["" for _ in EXTRA_ROWS])  # fmt: skip
     table = pd.DataFrame(columns, index=[name for name, _ in row_specs] + [FAILURES_COLUMN] + [name for name, _ in link_rows] + EXTRA_ROWS)
     table.index.name = "metric (%)"
+    table.attrs["caption"] = caption(metrics)
     return table
+
+
+def caption(metrics: list[dict[str, Any]]) -> str:
+    """What the measured columns measured (users, questions, judge: from the runs) beside what the labelled
+    columns are, so the two kinds are not read as one comparison."""
+    users = sorted({str((run.get("counts") or {}).get("users", "?")) for run in metrics})
+    questions = sorted({int((run.get("counts") or {}).get("questions") or 0) for run in metrics})
+    judges = sorted({str(run.get("metadata", {}).get("judge_model_id", "?")) for run in metrics})
+    return (
+        f"Table 2 (HaluMem-Medium), % with 95% bootstrap CI. Measured columns: {' or '.join(users)} user(s) per run, "
+        f"{' or '.join(map(str, questions))} questions per run, judged by {', '.join(judges)} (the local model, not GPT-4o). "
+        "'paper:' columns are the MOSAIC paper's values; 'reported by HaluMem:' columns are HaluMem's leaderboard "
+        "(20 users, the systems' hosted APIs, GPT-4o as judge). Neither kind was measured here, and they cover other "
+        "users, more questions and another judge: compare measured columns with each other only."
+    )

@@ -153,11 +153,15 @@ def _parse_sessions(conv: dict[str, Any], where: str, observation: Any = None) -
         sessions.append(Session(number, time_iso, tuple(turns), _parse_observations(observation, number, where)))
     if not sessions:
         raise LoCoMoFormatError(f"{where}: no session_<N> lists")
+    if not any(session.turns for session in sessions):
+        raise LoCoMoFormatError(f"{where}: every session_<N> list is empty (nothing to remember, so every answer would be scored on no memory)")
     return tuple(sessions)
 
 
 def _parse_question(raw: Any, sample_id: str, index: int, where: str) -> tuple[Question, int]:
     question = _need(raw, "question", str, where)
+    if not question.strip():
+        raise LoCoMoFormatError(f"{where}.question: empty (a question with no text cannot be asked or scored)")
     category = _need(raw, "category", int, where)
     if category not in (1, 2, 3, 4, 5):
         raise LoCoMoFormatError(f"{where}.category: expected 1..5, got {category}")
@@ -166,6 +170,8 @@ def _parse_question(raw: Any, sample_id: str, index: int, where: str) -> tuple[Q
         answer = raw.get("answer", ADVERSARIAL_GOLD)
     else:
         answer = _need(raw, "answer", (str, int, float), where)
+        if not str(answer).strip():
+            raise LoCoMoFormatError(f"{where}.answer: empty (category {category} is scored against its gold answer)")
     return (
         Question(f"{sample_id}:q{index}", sample_id, index, question, str(answer), category, evidence, raw.get("adversarial_answer")),
         fixes,
@@ -184,11 +190,16 @@ def load_locomo(path: str | Path, content: bytes | None = None) -> list[Conversa
         raise LoCoMoFormatError(f"{path}: line {err.lineno} column {err.colno}: not valid JSON ({err.msg})") from err
     if not isinstance(data, list):
         raise LoCoMoFormatError(f"{path}: top level: expected a list of conversations, got {type(data).__name__}")
-    conversations = []
+    conversations: list[Conversation] = []
     for position, sample in enumerate(data):
         where = f"{path}: [{position}]"
         sample_id = _need(sample, "sample_id", str, where)
         where = f"{path}: [{position}] ({sample_id})"
+        if not sample_id.strip():
+            raise LoCoMoFormatError(f"{where}.sample_id: empty (it names the conversation's rows and memory namespace)")
+        twin = next((c.position for c in conversations if c.sample_id == sample_id), None)
+        if twin is not None:  # rows are keyed and memories namespaced by sample_id: the second would reuse the first's
+            raise LoCoMoFormatError(f"{where}.sample_id: {sample_id!r} is also the sample_id of [{twin}]; each conversation needs its own")
         conv = _need(sample, "conversation", dict, where)
         speakers = (_need(conv, "speaker_a", str, where + ".conversation"), _need(conv, "speaker_b", str, where + ".conversation"))
         sessions = _parse_sessions(conv, where + ".conversation", sample.get("observation"))

@@ -7,7 +7,6 @@ Re-judging needs only the run's predictions.jsonl; the second judge's rows go to
 
 from __future__ import annotations
 
-import json
 import math
 import warnings
 from collections.abc import Sequence
@@ -17,6 +16,7 @@ from typing import Any
 from sklearn.metrics import cohen_kappa_score
 from tqdm import tqdm
 
+from core.api import HarnessError
 from core.atomic import write_json_atomic
 from eval.benchmarks.locomo.judge_calibration import calibration_key
 from eval.benchmarks.locomo.metrics import gold_slices, paired_judgements
@@ -25,6 +25,7 @@ from eval.benchmarks.locomo.table import table_audited_keys
 from eval.context import JsonlRows
 from eval.judge import LLMJudge
 from eval.rows import read_rows
+from eval.runner import read_metrics
 
 LABELS = ("CORRECT", "WRONG")
 
@@ -47,12 +48,25 @@ def judge_agreement(first: Sequence[str | None], second: Sequence[str | None]) -
     }
 
 
+class RejudgeError(HarnessError):
+    """The folder cannot be re-judged (missing, unfinished, damaged); the message names it and the fix."""
+
+
+def check_rejudgeable(run_dir: Path) -> dict[str, Any]:
+    """The metrics of a finished LoCoMo run folder, or one RejudgeError naming what is missing or damaged: checked
+    before any judge (and its server) is built."""
+    if not run_dir.is_dir():
+        raise RejudgeError(f"run_dir={run_dir}: no such folder; pass a finished LoCoMo run folder (run.py prints it)")
+    metrics_path = run_dir / "metrics.json"
+    if not metrics_path.is_file() or not (run_dir / "predictions.jsonl").is_file():
+        raise RejudgeError(f"{run_dir}: needs metrics.json and predictions.jsonl of a finished LoCoMo run (rerun its command to finish it)")
+    return read_metrics(metrics_path)
+
+
 def rejudge(run_dir: Path, judge: LLMJudge, judge_model_id: str, n_samples: int = 1000, seed: int = 0) -> dict[str, Any]:
     """Judge the run's predictions with ``judge``, write the rows, add ``judge2`` to metrics.json; return it."""
     metrics_path = run_dir / "metrics.json"
-    if not metrics_path.is_file() or not (run_dir / "predictions.jsonl").is_file():
-        raise FileNotFoundError(f"{run_dir}: needs metrics.json and predictions.jsonl of a finished LoCoMo run")
-    metrics = json.loads(metrics_path.read_text(encoding="utf-8"))
+    metrics = check_rejudgeable(run_dir)
     # the one tolerant reader: a damaged line (the runner recovered from it) is skipped with file and line named
     predictions = read_rows(run_dir / "predictions.jsonl")
     first = paired_judgements(predictions, read_rows(run_dir / "judgements.jsonl"), legacy=True)

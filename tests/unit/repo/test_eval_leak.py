@@ -2,7 +2,9 @@
 
 An evaluation suite (``"split": "eval"`` under data/conflicts/) may be read by the benchmark at
 run time and by nothing else: its contexts, probes and description must not appear in mosaic/,
-eval/, baselines/, scripts/, research/, conf/, core/ or tests/ (prompts, docstrings, fixtures, unit tables).
+eval/, baselines/, scripts/, research/, conf/, core/, tests/, docs/ or the README (prompts, docstrings,
+fixtures, unit tables, prose). LoCoMo's evaluation conversation (conv-49 of data/locomo10.json: its turns,
+image captions, questions and answers) is guarded the same way, read here from the data file.
 The same holds for HaluMem's evaluation user (data/halumem-pilot/halumem_medium_user3.jsonl, issue 39):
 its persona, dialogues, memory points, questions and answers are read here, inside the test, and never
 printed; the test is skipped only where the file was not fetched (python -m scripts.download_data).
@@ -24,7 +26,7 @@ from eval.benchmarks.conflict_suite import load_suite
 from tests.conftest import REPO
 
 SUITES = REPO / "data" / "conflicts"
-SCANNED = ("mosaic", "eval", "baselines", "scripts", "research", "conf", "core", "tests")
+SCANNED = ("mosaic", "eval", "baselines", "scripts", "research", "conf", "core", "tests", "docs", "README.md")
 HALUMEM_EVAL = "halumem_medium_user3.jsonl"
 RUN = 6  # words
 _WORD = re.compile(r"[a-z0-9]+")
@@ -59,7 +61,8 @@ def leaks(roots: Iterable[Path], forbidden: set[tuple[str, ...]], relative_to: P
     """``file:line`` of every place a forbidden run starts, over every readable text file under ``roots``."""
     found = []
     for root in roots:
-        for path in sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
+        files = [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+        for path in files:
             try:
                 text = path.read_text(encoding="utf-8")
             except UnicodeDecodeError:
@@ -161,3 +164,66 @@ def test_checker_catches_a_pasted_halumem_evaluation_memory_point(tmp_path):
     module.parent.mkdir()
     module.write_text('"""Prompts."""\n\nEXAMPLE = (\n    ' + repr(longest.lower()) + "\n)\n", encoding="utf-8")
     assert leaks([tmp_path / "eval"], forbidden, tmp_path) == ["eval/prompts.py:4"]
+
+
+# ----------------------------------------------------------------------------- LoCoMo's evaluation conversation
+LOCOMO_EVAL = "conv-49"
+
+
+def locomo_eval_texts() -> list[str]:
+    """Every text of LoCoMo's evaluation conversation, read from the local data file (never written down here):
+    turns, image captions, questions, answers and trap answers. Skipped where the file was not fetched."""
+    mirror = Path(os.environ.get("LOCOMO_MIRROR") or "/work/shared/data")
+    found = [p for p in (REPO / "data" / "locomo10.json", mirror / "locomo10.json") if p.is_file()]
+    if not found:
+        pytest.skip("data/locomo10.json not fetched (python -m scripts.download_data)")
+    sample = next(s for s in json.loads(found[0].read_text(encoding="utf-8")) if s["sample_id"] == LOCOMO_EVAL)
+    texts = [str(turn.get(field) or "") for key, turns in sample["conversation"].items()
+             if key.startswith("session_") and isinstance(turns, list) for turn in turns for field in ("text", "blip_caption")]  # fmt: skip
+    texts += [str(qa.get(field) or "") for qa in sample["qa"] for field in ("question", "answer", "adversarial_answer")]
+    return texts
+
+
+def test_no_locomo_evaluation_conversation_text_in_code_config_tests_or_docs():
+    forbidden = {run for text in locomo_eval_texts() for run in runs(words(text))}
+    assert len(forbidden) > 1000  # the conversation was read: thousands of distinct 6-word runs
+    found = leaks([REPO / d for d in SCANNED], forbidden, REPO)
+    assert not found, f"{len(found)} place(s) hold a {RUN}-word run of LoCoMo's {LOCOMO_EVAL}: " + ", ".join(found)
+
+
+def test_checker_catches_a_pasted_locomo_evaluation_question_in_the_docs(tmp_path):
+    """The longest question of the evaluation conversation, pasted into a fake docs page built here, is flagged."""
+    texts = locomo_eval_texts()
+    forbidden = {run for text in texts for run in runs(words(text))}
+    longest = max(texts, key=lambda t: len(words(t)))
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "notes.md").write_text("# Notes\n\nAn example we liked:\n> " + longest.upper() + "\n", encoding="utf-8")
+    (tmp_path / "README.md").write_text("Nothing from the data.\n", encoding="utf-8")
+    assert leaks([tmp_path / "docs", tmp_path / "README.md"], forbidden, tmp_path) == ["docs/notes.md:4"]
+
+
+def test_the_scan_covers_the_docs_and_the_readme():
+    assert {"docs", "README.md"} <= set(SCANNED) and all((REPO / d).exists() for d in SCANNED)
+
+
+# ----------------------------------------------------------------------------- content fingerprints of the research guards
+def test_the_research_guard_fingerprints_are_those_of_the_fetched_evaluation_user(tmp_path):
+    """research.halumem_link_calibration and research.halumem_revision_probe refuse the evaluation user by content:
+    the fingerprint they hold is recomputed here from the fetched file, and a renamed, re-serialised copy of it is
+    refused by both, as the original is."""
+    from research.halumem_link_calibration import EVAL_USER_FINGERPRINTS, evaluation_user_refusal, user_fingerprint
+    from research.halumem_link_calibration import main as calibrate
+    from research.halumem_revision_probe import main as probe
+
+    path = halumem_eval_path()
+    if path is None:
+        pytest.skip(f"{HALUMEM_EVAL} not fetched (python -m scripts.download_data --mirror DIR)")
+    users = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    assert {user_fingerprint(user) for user in users} == set(EVAL_USER_FINGERPRINTS.values())
+    renamed = tmp_path / "dev_user_copy.jsonl"
+    renamed.write_text("".join(json.dumps({**user, "persona_info": ""}, indent=None, separators=(", ", ": ")) + "\n" for user in users), encoding="utf-8")
+    assert renamed.read_bytes() != path.read_bytes()
+    assert "by content fingerprint" in (evaluation_user_refusal(renamed) or "")
+    assert calibrate(["--file", str(renamed)]) == 2
+    assert probe(["--file", str(renamed)]) == 2
+    assert evaluation_user_refusal(REPO / "tests" / "fixtures" / "halumem" / "halumem_tiny.jsonl") is None

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import pytest
+
+from eval.benchmarks.halumem.data import load_halumem_jsonl
 from research.halumem_link_calibration import candidate_ranks, main
 from tests.conftest import REPO
 from tests.fakes import HashEmbedder
@@ -14,8 +17,16 @@ def test_ranks_are_counted_only_for_updates_whose_replaced_memory_is_held():
     # the tiny file's verbatim originals ("... director at Huaxin ...", "... lives in Berlin.") are held; the
     # half-marathon update replaces a memory no earlier point states, so it is not counted
     assert len(ranks) == 2
-    assert all(rank >= 1 and -1.0 <= cosine <= 1.0 for rank, cosine in ranks)
-    assert (1, ranks[1][1]) == ranks[1]  # "lives in Munich" is nearest to "lives in Berlin" among the user's earlier points
+    # each (rank, cosine) is recomputed here from the fixture's texts: the update point against the held point it
+    # replaces, which is the nearest of the user's earlier points in both cases
+    embedder = HashEmbedder(dim=256)
+    points = {p.content: p for user in load_halumem_jsonl(TINY) for session in user.sessions for p in session.memory_points}
+
+    def cosine(a: str, b: str) -> float:
+        return float(embedder.encode([a])[0] @ embedder.encode([b])[0])
+
+    updates = [p for p in points.values() if p.is_searched_update and p.original_memories[0] in points]
+    assert ranks == [(1, pytest.approx(cosine(p.content, p.original_memories[0]))) for p in updates]
 
 
 def test_the_evaluation_user_is_refused(capsys):

@@ -30,8 +30,12 @@ def _read(cache_dir):
         cache.close()
 
 
-ENTRIES = [({"model": "m", "messages": [{"role": "user", "content": f"turn {i}"}]}, {"content": f"reply {i}", "usage": {"prompt_tokens": i}})
-           for i in range(5)]
+def _reply(text: str, prompt_tokens: int = 1) -> dict:
+    """A cached reply as the client stores it (core.api.ChatResult's fields): an archive holds nothing else."""
+    return {"text": text, "prompt_tokens": prompt_tokens, "completion_tokens": 2, "latency_s": 0.5, "model": "m"}
+
+
+ENTRIES = [({"model": "m", "messages": [{"role": "user", "content": f"turn {i}"}]}, _reply(f"reply {i}", i)) for i in range(5)]
 
 
 def test_round_trip_replays_every_response(tmp_path):
@@ -41,7 +45,7 @@ def test_round_trip_replays_every_response(tmp_path):
     assert archive_tool.import_cache(archive, tmp_path / "b") == (5, 0)
     assert _read(tmp_path / "b") == _read(tmp_path / "a")
     restored = ResponseCache(tmp_path / "b" / archive_tool.CACHE_FILE)
-    assert restored.get(request_key(ENTRIES[3][0])) == {"content": "reply 3", "usage": {"prompt_tokens": 3}}
+    assert restored.get(request_key(ENTRIES[3][0])) == _reply("reply 3", 3)
     restored.close()
 
 
@@ -58,9 +62,9 @@ def test_export_is_byte_identical_for_the_same_content(tmp_path):
 def test_import_keeps_entries_the_target_holds(tmp_path):
     _fill(tmp_path / "a", ENTRIES)
     archive_tool.export_cache(tmp_path / "a", tmp_path / "a.gz")
-    _fill(tmp_path / "b", [(ENTRIES[0][0], {"content": "newer"})])
+    _fill(tmp_path / "b", [(ENTRIES[0][0], _reply("newer"))])
     assert archive_tool.import_cache(tmp_path / "a.gz", tmp_path / "b") == (4, 1)
-    assert _read(tmp_path / "b")[request_key(ENTRIES[0][0])] == {"content": "newer"}
+    assert _read(tmp_path / "b")[request_key(ENTRIES[0][0])] == _reply("newer")
 
 
 def test_errors_name_the_file_and_the_fix(tmp_path):
