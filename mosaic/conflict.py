@@ -453,7 +453,7 @@ class ConflictDetector:
         self.last_group_traces: list[dict[str, Any]] = []  # check_group: one trace per check
         self.stats: dict[str, int] = {"checks": 0, "no_candidates": 0, "numeric_hits": 0, "llm_calls": 0, "llm_hits": 0,
                                       "skipped_far": 0, "skipped_unproposed": 0, "revision_hits": 0, "update": 0, "reject": 0, "flag": 0,
-                                      "batched_checks": 0, "batch_unparsed": 0, "blame_calls": 0, "gold_judgements": 0,
+                                      "batched_checks": 0, "batch_unparsed": 0, "blame_calls": 0, "gold_judgements": 0, "gold_hits": 0,
                                       "gold_partners_held": 0, "gold_partners_retired": 0, "gold_partner_not_candidate": 0,
                                       "gold_partner_not_shown": 0, "gold_partner_ruled_out": 0, "gold_partner_not_blamed": 0,
                                       "numeric_gold_right": 0, "numeric_gold_wrong": 0}  # fmt: skip
