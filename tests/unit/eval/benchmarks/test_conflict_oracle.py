@@ -45,3 +45,11 @@ def test_the_gold_judge_detects_the_labelled_partner_with_no_llm_call(tmp_path):
 def test_gold_partners_need_oracle_facts(tmp_path):
     with pytest.raises(ValueError, match="oracle_facts"):
         ConflictBenchmark(suite="data/conflicts/household_finance.json", oracle_conflicts=True)
+
+
+def test_gold_judge_rows_stay_out_of_the_headline_view():
+    from eval.benchmarks.conflict import headline_table
+
+    run = {"suite": "garden", "detection_rate": {"mean": 1.0}, "metadata": {"system": "mosaic", "ablation": "oracle_judge"}}
+    assert headline_table([{**run, "oracle_conflicts": True}]).empty
+    assert len(headline_table([run])) == 1
