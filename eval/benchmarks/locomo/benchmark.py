@@ -54,6 +54,7 @@ class LoCoMoBenchmark:
     gold: str = "original"
     audit_errata: str = "data/locomo-audit/errors.json"
     oracle_facts: bool = False  # attach each session's observation facts to the turns they cite (oracle-extractor study)
+    oracle_conflicts: bool = False  # gold-judge study: LoCoMo labels no conflicts, so true is refused (conf/ablation/oracle_judge.yaml)
 
     def __post_init__(self) -> None:
         if self.convention not in CONVENTIONS:
@@ -63,6 +64,9 @@ class LoCoMoBenchmark:
 
     def check_inputs(self) -> None:
         """Parse the file and apply the slice (the runner calls this before the run folder exists)."""
+        if self.oracle_conflicts:
+            raise ConfigKeyError("benchmark.oracle_conflicts=true: LoCoMo labels no conflicts for a gold judge; run ablation=oracle_judge "
+                                 "with experiment=halumem_dev or experiment=conflict")  # fmt: skip
         self.episodes()
         if self.gold == "audited_excluded" and not Path(self.audit_errata).is_file():
             raise ConfigKeyError(f"benchmark.audit_errata={self.audit_errata}: not found, and benchmark.gold=audited_excluded needs it; "
