@@ -21,11 +21,11 @@ import dataclasses
 import functools
 import logging
 import time
-
-import numpy as np
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Literal, Mapping
+
+import numpy as np
 
 from core.api import AddReport, ConflictEvent, Retrieved, StoredItem, Turn
 from core.config_check import ConfigKeyError, check_kwargs, range_problems

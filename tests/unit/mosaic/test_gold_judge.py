@@ -4,6 +4,7 @@ association edges lost on update. Hand-written cases (a garden club; no benchmar
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
 from core.api import OracleFact, Turn
@@ -15,8 +16,6 @@ from mosaic.oracle import GoldConflictJudge
 from mosaic.retrieval import Retriever
 from tests.fakes import FakeLLM
 from tests.unit.mosaic.test_conflict import HashEmbedder, _graph
-
-from functools import partial
 
 HELD = [
     "Mara waters the greenhouse tomatoes every morning.",
