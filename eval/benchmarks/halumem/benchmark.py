@@ -48,7 +48,7 @@ from core.config_check import ConfigKeyError
 from eval.benchmarks.halumem.clarify import CLARIFY_TABLES, clarify_metrics, clarify_session
 from eval.benchmarks.halumem.data import HUB_REPO, HaluMemUser, Session, halumem_time_to_iso, load_halumem_hub, load_halumem_jsonl
 from eval.benchmarks.halumem.judge import HaluMemJudge, Verdict
-from eval.benchmarks.halumem.mechanism import gold_replacements, mechanism_metrics, probe_session
+from eval.benchmarks.halumem.mechanism import chain_row, gold_replacements, mechanism_metrics, probe_session
 from eval.benchmarks.halumem.metrics import by_memory_type, by_question_type, extraction_metrics, label_metrics
 from eval.benchmarks.halumem.table import make_table
 from eval.benchmarks.halumem.update_links import fact_id_of, link_session, update_link_metrics
@@ -195,7 +195,9 @@ class HaluMemBenchmark:
         if self.clarify not in ("off", "oracle"):
             raise ValueError(f"benchmark.clarify must be off or oracle, got {self.clarify!r}")
         tables = ("sessions", "integrity", "accuracy", "updates", "qa", "users", "update_links") + (CLARIFY_TABLES if self.clarify != "off" else ())
-        tables += ("mechanism",) if self.mechanism_probes else ()
+        # the gold chain per session (mechanism.py): with probes, or, where questions are answered, for chain-aware recall
+        chained = self.mechanism_probes or (self.score_qa and ctx.embedder is not None)
+        tables += ("mechanism",) if chained else ()
         if (self.oracle_conflicts or self.mechanism_probes) and ctx.embedder is None:
             raise ValueError("benchmark.oracle_conflicts / mechanism_probes need the run's embedder (the update-link rule); this run has none")
         rows = {name: ctx.rows(f"halumem_{name}") for name in tables}
@@ -237,7 +239,7 @@ class HaluMemBenchmark:
                 gold_ids.setdefault(p.content, []).append((i, fact_id_of(i, p)))
         ever_held: set[str] = _fact_ids(held)  # gold facts the system has held at any snapshot (QA mechanism fields)
         replaces = (gold_replacements(user.sessions, ctx.embedder.encode, self.link_held_similarity)
-                    if self.oracle_conflicts or self.mechanism_probes else {})  # fmt: skip
+                    if self.oracle_conflicts or "mechanism" in rows else {})  # fmt: skip
         fact_of_memory = {item.memory_id: item.fact_id for item in held.values() if item.fact_id}  # everything ever held
         # The log and the bar name the user by uuid only: a name is dataset text, and an evaluation run's log is read.
         ctx.log.info("halumem user %s: %d sessions", user.uuid, len(sessions))
@@ -301,6 +303,8 @@ class HaluMemBenchmark:
                                     self.update_k, self.qa_k)  # fmt: skip
                 if key not in rows["mechanism"]:
                     rows["mechanism"].append({"key": key, "uuid": user.uuid, "session": s_idx, **row})
+            elif "mechanism" in rows and key not in rows["mechanism"]:  # the chain only: recall is read from the QA rows
+                rows["mechanism"].append({"key": key, "uuid": user.uuid, "session": s_idx, **chain_row(s_idx, session, replaces)})
 
     def _judge_extraction(self, user: HaluMemUser, s_idx: int, session: Session, stored: list[str], judge: HaluMemJudge, rows: dict[str, Any]) -> None:
         for point in session.memory_points:
@@ -470,7 +474,7 @@ class HaluMemBenchmark:
             "failures": {"rows": sum(failed(r) for name in SCORED_TABLES for r in rows.get(name, [])),
                          "ingest_turns": sum(int(r.get("add_failures") or 0) for r in sessions)},
             **({"clarify": clarify_metrics(self, rows, extraction_mode)} if self.clarify != "off" else {}),
-            **({"mechanism": mechanism_metrics(rows["mechanism"], n_boot, seed)} if rows.get("mechanism") else {}),
+            **({"mechanism": mechanism_metrics(rows["mechanism"], n_boot, seed, rows.get("qa"))} if rows.get("mechanism") else {}),
         }
 
     make_table = staticmethod(make_table)  # Table 2 (eval.benchmarks.halumem.table); scripts/make_tables.py calls it

@@ -115,19 +115,30 @@ def probe_session(
         evidence = question_evidence(question.evidence)
         if evidence:
             questions.append({"q": q_idx, "evidence_fact_ids": evidence, "retrieved_fact_ids": search(question.question, qa_k)})
-    own = {fact_id_of(s_idx, p): list(replaces[fact_id_of(s_idx, p)]) for p in session.memory_points if fact_id_of(s_idx, p) in replaces}
-    return {"points": points, "questions": questions, "replaces": own}
+    return {"points": points, "questions": questions, **chain_row(s_idx, session, replaces)}
 
 
-def mechanism_metrics(rows: list[dict[str, Any]], n_boot: int, seed: int) -> dict[str, Any]:
-    """Totals over session rows (``probe_session``'s, with ``uuid`` and ``session``): rates with bootstrap CIs over
-    points and questions; each user's gold chain is rebuilt from the ``replaces`` its rows carry."""
+def chain_row(s_idx: int, session: Session, replaces: Replacements) -> dict[str, Any]:
+    """The session's part of the gold chain (its update points' replaced ids), as a row field."""
+    return {"replaces": {fact_id_of(s_idx, p): list(replaces[fact_id_of(s_idx, p)]) for p in session.memory_points if fact_id_of(s_idx, p) in replaces}}
+
+
+def mechanism_metrics(rows: list[dict[str, Any]], n_boot: int, seed: int, qa_rows: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """Totals over session rows (``probe_session``'s or ``chain_row``'s, with ``uuid`` and ``session``): rates with
+    bootstrap CIs over points and questions; each user's gold chain is rebuilt from the ``replaces`` its rows carry.
+    Without probe questions, evidence recall is read from the answered questions' rows (``qa_rows``: their
+    ``evidence_fact_ids`` and ``retrieved_fact_ids``, the same top-``qa_k`` search)."""
     points = [p for row in rows for p in row.get("points", [])]
     chains: dict[str, dict[str, set[str]]] = {}
     for uuid in {row["uuid"] for row in rows}:
         chains[uuid] = successors({new: tuple(olds) for row in rows if row["uuid"] == uuid for new, olds in row.get("replaces", {}).items()})
     recalls = [evidence_recall(q["evidence_fact_ids"], q["retrieved_fact_ids"], chains[row["uuid"]], int(row["session"]))
                for row in rows for q in row.get("questions", [])]  # fmt: skip
+    source = "probes"
+    if not recalls and qa_rows:
+        source = "qa rows"
+        recalls = [evidence_recall(q["evidence_fact_ids"], q.get("retrieved_fact_ids", []), chains.get(q["uuid"], {}), int(q["session"]))
+                   for q in qa_rows if q.get("evidence_fact_ids") and q.get("uuid") in chains]  # fmt: skip
 
     def rate(values: list[float]) -> dict[str, Any]:
         return {**bootstrap_ci(values, n_boot, seed), "n": len(values)}
@@ -139,4 +150,5 @@ def mechanism_metrics(rows: list[dict[str, Any]], n_boot: int, seed: int) -> dic
         "evidence_recall_strict": rate([s for s, _ in recalls]),
         "evidence_recall_chain": rate([c for _, c in recalls]),
         "questions": len(recalls),
+        **({"recall_from": source} if source != "probes" else {}),  # probe runs published before this key lack it
     }

@@ -69,3 +69,15 @@ def test_stale_leak_and_current_first_read_the_ranks_of_replaced_and_current_fac
     assert totals["linked_update_points"] == 2 and totals["stale_leak"]["mean"] == 0.5 and totals["current_first"]["mean"] == 0.5
     # a point whose replaced fact was never held is not linked
     assert probe_session(leaking, "ns", 1, SESSIONS[1], replaces, {"0:p1"}, fact_of, lambda ev: [], 10, 20)["points"] == []
+
+
+def test_a_run_that_answers_questions_gets_chain_aware_recall_from_its_qa_rows():
+    from eval.benchmarks.halumem.mechanism import chain_row
+
+    replaces = gold_replacements(SESSIONS, HashEmbedder().encode, 0.8)
+    rows = [{"key": f"u:{i}", "uuid": "u", "session": i, **chain_row(i, s, replaces)} for i, s in enumerate(SESSIONS)]
+    qa = [{"uuid": "u", "session": 2, "evidence_fact_ids": ["0:p0"], "retrieved_fact_ids": ["2:p0"]},
+          {"uuid": "u", "session": 2, "evidence_fact_ids": [], "retrieved_fact_ids": []}]  # no cited gold point: not counted
+    totals = mechanism_metrics(rows, 50, 0, qa)
+    assert totals["questions"] == 1 and totals["recall_from"] == "qa rows" and totals["linked_update_points"] == 0
+    assert totals["evidence_recall_strict"]["mean"] == 0.0 and totals["evidence_recall_chain"]["mean"] == 1.0
