@@ -39,18 +39,21 @@ Replacements = dict[str, tuple[str, ...]]  # update point's fact id -> the earli
 
 def gold_replacements(sessions: Sequence[Session], encode: Encode, held_similarity: float) -> Replacements:
     """Every searched update point's replaced gold facts, by the update-link rule (module docstring)."""
+    gold = [(s_idx, p) for s_idx, session in enumerate(sessions) for p in session.memory_points if not p.is_interference]
+    updates = [(s_idx, p) for s_idx, p in gold if p.is_searched_update]
+    if not updates:
+        return {}
+    held = np.asarray(encode([p.content for _, p in gold]))  # every text encoded once
+    originals = [text for _, p in updates for text in p.original_memories]
+    sims = np.asarray(encode(originals)) @ held.T
     out: Replacements = {}
-    earlier: list[tuple[str, str]] = []  # (fact id, text) of non-interference points of the sessions before
-    for s_idx, session in enumerate(sessions):
-        gold = [p for p in session.memory_points if not p.is_interference]
-        updates = [p for p in gold if p.is_searched_update]
-        if updates and earlier:
-            held = np.asarray(encode([text for _, text in earlier]))
-            for point in updates:
-                sims = np.asarray(encode(list(point.original_memories))) @ held.T
-                hit = (sims >= held_similarity).any(axis=0)
-                out[fact_id_of(s_idx, point)] = tuple(earlier[i][0] for i in np.flatnonzero(hit))
-        earlier += [(fact_id_of(s_idx, p), p.content) for p in gold]
+    row = 0
+    for s_idx, point in updates:
+        earlier = np.asarray([s < s_idx for s, _ in gold])  # non-interference points of the sessions before
+        hit = (sims[row:row + len(point.original_memories)] >= held_similarity).any(axis=0) & earlier
+        row += len(point.original_memories)
+        if earlier.any():  # a point with nothing before it has no entry (nothing could be held)
+            out[fact_id_of(s_idx, point)] = tuple(fact_id_of(*gold[i]) for i in np.flatnonzero(hit))
     return out
 
 
