@@ -30,6 +30,10 @@ class OracleFact:
     subject: str = ""  # whose fact, when the benchmark says (HaluMem: the user; LoCoMo: the observation's speaker)
     memory_type: str | None = None  # the benchmark's own label, verbatim (HaluMem "Persona Memory"); None when it has none
     source_turn_ids: tuple[str, ...] = ()  # the turns the benchmark cites as its evidence (LoCoMo D<s>:<t>); () when none
+    # the gold-judge study (``benchmark.oracle_conflicts``): fact ids of earlier gold facts this one contradicts or makes
+    # out of date, by the benchmark's own labels; () in every other run. A system with a gold judge reads these in place
+    # of its conflict judgement; nothing else does
+    replaces: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -85,7 +85,7 @@ def _oracle_problems(cfg: DictConfig) -> list[str]:
     target = OmegaConf.select(cfg, "benchmark._target_", default=None)
     if present and target and "oracle_facts" not in _parameters(str(target)):
         found.append(f"benchmark.oracle_facts={wanted!r}: benchmark {OmegaConf.select(cfg, 'benchmark.name')!r} ships no gold facts "
-                     "to attach; the oracle rows (ablation=oracle_extractor, ablation=oracle_facts) run on halumem and locomo")  # fmt: skip
+                     "to attach; the oracle rows (ablation=oracle_extractor, oracle_facts, oracle_judge) run on halumem, locomo and conflict")  # fmt: skip
     for key in ("system.extract.source", "system.source"):
         present, value = _get(cfg, key)
         if present and value == "oracle" and _get(cfg, "benchmark.oracle_facts") != (True, True):

@@ -38,6 +38,8 @@ from core.quantities import mask_numbers, number_in, numeric_clash, quantities, 
 Verdict = Literal["update", "reject", "flag"]
 Mode = Literal["nli", "pick", "revise", "supersede"]  # the LLM judgement of step 3 (conf/system/mosaic.yaml conflict.mode)
 MODES: tuple[str, ...] = get_args(Mode)
+Source = Literal["model", "gold"]  # who answers step 3: the LLM, or the benchmark's labels (conflict.source)
+SOURCES: tuple[str, ...] = get_args(Source)
 Kind = Literal["numeric", "semantic", "logical", "unknown"]
 
 
@@ -52,6 +54,13 @@ class ConflictDecision:
     reason: str
     score: float  # detector confidence in [0, 1]
     related_ids: list[str] = field(default_factory=list)  # other held entities the judgement relied on
+    decided_by: str = ""  # numeric, revision, llm, gold (the judge's answer) or belief
+
+
+class ConflictJudge(Protocol):
+    """Step 3 answered from outside the model: which of the facts shown does NEW contradict (1-based, any number)."""
+
+    def blame(self, new: Entity, facts: list[Entity]) -> list[int]: ...
 
 
 class CandidateGraph(Protocol):
@@ -321,6 +330,7 @@ def digit_distribution(logprobs: list[dict[str, Any]] | None, text: str, n_facts
     return {k: v / total for k, v in probs.items()}
 
 
+GOLD_REASON = "gold judge: the benchmark labels NEW as replacing fact {pick}: {old}"
 # What each judgement mode's verdict says in a ConflictDecision's reason (when no "why?" call was made).
 LLM_REASONS: dict[str, str] = {
     "nli": "LLM: NEW is false given the held facts (p(false)={score:.2f}); nearest: {old}",
@@ -354,7 +364,14 @@ class ConflictDetector:
     write-cost variant; nli mode only), ``revision_similarity`` (null: off, the paper's behaviour; a cosine: a new
     fact whose nearest held fact is at least this close, but below ``duplicate_similarity``, revises it without an
     LLM call, resolved by the evidence policy like any conflict; an ablation for HaluMem's update events, which
-    are mostly refinements that an "are these both true?" judge accepts, see docs/halumem.md).
+    are mostly refinements that an "are these both true?" judge accepts, see docs/halumem.md), ``source`` (``model``:
+    the LLM answers step 3, the paper's check; ``gold``: ``gold_judge`` answers it from the benchmark's labels with no
+    LLM call, the gold-judge study that measures the mechanism's ceiling; candidates, rules and policy stay the same).
+
+    Blame is per candidate: a verdict names the facts it contradicts, so one new fact can retire several held facts
+    (the gold judge names every labelled partner shown; ``pick``/``revise`` the picked number). ``nli`` and
+    ``supersede`` answer for the list as a whole; when ``nli`` says false over more than one fact, one more one-token
+    call with the ``pick`` prompt names the fact (the nearest is not assumed).
     """
 
     def __init__(
@@ -380,8 +397,20 @@ class ConflictDetector:
         judge: Literal["always", "proposed"] = "always",
         batch: bool = False,
         revision_similarity: float | None = None,
+        source: Source = "model",
+        gold_judge: ConflictJudge | None = None,
     ) -> None:
         self.llm = llm
+        if source not in SOURCES:
+            raise ValueError(f"conflict.source must be one of {', '.join(SOURCES)}, got {source!r}")
+        if source == "gold" and batch:
+            raise ValueError("conflict.source=gold with conflict.batch=true: the gold judge needs no batched call; set conflict.batch=false")
+        self.source = source
+        if gold_judge is None and source == "gold":
+            from mosaic.oracle import GoldConflictJudge
+
+            gold_judge = GoldConflictJudge()
+        self.gold_judge = gold_judge
         self.enabled = bool(enabled)
         self.k = int(k)
         if mode not in MODES:
@@ -424,7 +453,10 @@ class ConflictDetector:
         self.last_group_traces: list[dict[str, Any]] = []  # check_group: one trace per check
         self.stats: dict[str, int] = {"checks": 0, "no_candidates": 0, "numeric_hits": 0, "llm_calls": 0, "llm_hits": 0,
                                       "skipped_far": 0, "skipped_unproposed": 0, "revision_hits": 0, "update": 0, "reject": 0, "flag": 0,
-                                      "batched_checks": 0, "batch_unparsed": 0}  # fmt: skip
+                                      "batched_checks": 0, "batch_unparsed": 0, "blame_calls": 0, "gold_judgements": 0, "gold_hits": 0,
+                                      "gold_partners_held": 0, "gold_partners_retired": 0, "gold_partner_not_candidate": 0,
+                                      "gold_partner_not_shown": 0, "gold_partner_ruled_out": 0, "gold_partner_not_blamed": 0,
+                                      "numeric_gold_right": 0, "numeric_gold_wrong": 0}  # fmt: skip
 
     # -- candidates ------------------------------------------------------------------
     def _new_vector(self, new: Entity, graph: CandidateGraph) -> np.ndarray:
@@ -475,9 +507,32 @@ class ConflictDetector:
         return (comparable[best], why, float(max(sims[best], self.numeric_similarity))) if why else None
 
     # -- LLM -------------------------------------------------------------------------
-    def _ask(self, new: Entity, facts: list[Entity]) -> tuple[float, int, list[dict[str, str]], str]:
-        """(score, 1-based index of the clashing fact, messages, first answer) for one LLM call."""
-        return self.judge_texts([f.text for f in facts], new.text)
+    def _ask(self, new: Entity, facts: list[Entity]) -> tuple[float, list[int], list[dict[str, str]], str]:
+        """Step 3 for one check: (score, 1-based indices of the blamed facts, messages, first answer); sets the
+        trace's ``llm_calls`` (0 with the gold judge; 1, or 2 when an nli verdict needs the fact named)."""
+        if self.source == "gold":
+            blamed = self.gold_judge.blame(new, facts)
+            self.stats["gold_judgements"] += 1
+            self.last_trace["llm_calls"] = 0
+            return (1.0 if blamed else 0.0), blamed, [], ",".join(map(str, blamed))
+        score, pick, messages, answer = self.judge_texts([f.text for f in facts], new.text)
+        self.last_trace["llm_calls"] = 1
+        if self.mode == "nli" and score >= self.threshold and self.judge != "proposed":  # proposed: the proposal, shown first, names it
+            pick = self._blame_one(facts, new.text)
+        return score, [pick] if pick > 0 else [], messages, answer
+
+    def _blame_one(self, facts: list[Entity], new_text: str) -> int:
+        """Which fact an nli ``false`` is about: fact 1 when it is the only one shown, else the most likely non-zero
+        number of one ``pick`` call over the same facts (one generated token; its few-shot prefix is fixed)."""
+        if len(facts) == 1:
+            return 1
+        messages = build_messages([f.text for f in facts], new_text)
+        result = self.llm.chat(messages, max_tokens=1, top_logprobs=self.top_logprobs, purpose="conflict")
+        dist = digit_distribution(result.logprobs, result.text, len(facts))
+        self.stats["blame_calls"] += 1
+        self.last_trace["llm_calls"] = int(self.last_trace.get("llm_calls", 0)) + 1
+        self.last_trace["blame_digits"] = {k: round(v, 4) for k, v in sorted(dist.items())}
+        return max(range(1, len(facts) + 1), key=lambda i: dist.get(i, 0.0))
 
     def judge_texts(self, texts: list[str], new_text: str) -> tuple[float, int, list[dict[str, str]], str]:
         """Step 3 on texts: (score, 1-based index of the blamed fact, messages, first answer); one LLM call."""
@@ -535,21 +590,22 @@ class ConflictDetector:
             numeric = number_in(old.value) is not None and number_in(new.value) is not None
             p = float(new.belief.get(winner, 0.0))
             reason = f"belief over '{new.subject} / {new.attribute}' moved from '{old.value}' to '{new.value}' (p={p:.2f})"
-            out.append(ConflictDecision(new.entity_id, old.entity_id, self.resolve(new, old), "numeric" if numeric else "semantic", reason, p))
+            out.append(ConflictDecision(new.entity_id, old.entity_id, self.resolve(new, old), "numeric" if numeric else "semantic", reason, p,
+                                        decided_by="belief"))
         return out
 
     # -- the check -------------------------------------------------------------------
     def check(self, new: Entity, graph: CandidateGraph, proposed: list[Entity] | None = None) -> list[ConflictDecision]:
-        """Real conflicts between ``new`` and held entities (at most one; the policy is applied).
+        """Real conflicts between ``new`` and held entities (one per blamed fact; the policy is applied).
 
         ``proposed``: held entities the extraction call said ``new`` clashes with (``judge: proposed``)."""
         self.last_trace = {"new_id": new.entity_id, "llm_calls": 0}
         decisions, facts = self._prepare(new, graph, proposed or [])
-        if decisions is None:
-            score, pick, messages, answer = self._ask(new, facts)
-            self.last_trace["llm_calls"] = 1
-            decisions = self._decide(new, facts, score, pick, messages, answer)
+        if facts is not None:
+            score, blamed, messages, answer = self._ask(new, facts)
+            decisions = decisions + self._decide(new, facts, score, blamed, messages, answer)
         self._count(self.last_trace, decisions)
+        self._audit_gold(new, graph, decisions)
         return decisions
 
     def check_group(
@@ -568,14 +624,13 @@ class ConflictDetector:
             decisions, facts = self._prepare(new, graph, proposed or [], peers=peers, vector=vector)
             traces.append(self.last_trace)
             results.append(decisions)
-            if decisions is None:
+            if facts is not None:
                 pending.append((index, facts))
         if len(pending) == 1:
             index, facts = pending[0]
             self.last_trace = traces[index]
-            score, pick, messages, answer = self._ask(items[index][0], facts)
-            traces[index]["llm_calls"] = 1
-            results[index] = self._decide(items[index][0], facts, score, pick, messages, answer)
+            score, blamed, messages, answer = self._ask(items[index][0], facts)
+            results[index] = results[index] + self._decide(items[index][0], facts, score, blamed, messages, answer)
         elif pending:
             checks = [([f.text for f in facts], items[index][0].text) for index, facts in pending]
             messages = build_nli_batch_messages(checks)
@@ -589,14 +644,14 @@ class ConflictDetector:
                 if dist is None:
                     self.stats["batch_unparsed"] += 1
                     self.last_trace["decided_by"] = "unparsed"
-                    results[index] = []
                     continue
                 self.last_trace["labels"] = {k: round(v, 4) for k, v in dist.items()}
-                results[index] = self._decide(items[index][0], facts, dist["false"], 1, messages, "false")
+                blamed = [self._blame_one(facts, items[index][0].text) if self.judge != "proposed" else 1] if dist["false"] >= self.threshold else []
+                results[index] = results[index] + self._decide(items[index][0], facts, dist["false"], blamed, messages, "false")
         for trace, decisions in zip(traces, results):
-            self._count(trace, decisions or [])
+            self._count(trace, decisions)
         self.last_group_traces = traces
-        return [decisions or [] for decisions in results]
+        return results
 
     def _count(self, trace: dict[str, Any], decisions: list[ConflictDecision]) -> None:
         self.stats["checks"] += 1
@@ -606,44 +661,76 @@ class ConflictDetector:
         self.stats["skipped_unproposed"] += int(trace.get("decided_by") == "not_proposed")
         for d in decisions:
             self.stats[d.verdict] += 1
-            by = trace.get("decided_by")
-            self.stats["numeric_hits" if by == "numeric" else "revision_hits" if by == "revision" else "llm_hits"] += 1
+            by = d.decided_by or trace.get("decided_by")
+            self.stats["numeric_hits" if by == "numeric" else "revision_hits" if by == "revision" else
+                       "gold_hits" if by == "gold" else "llm_hits"] += 1  # fmt: skip
+
+    def _audit_gold(self, new: Entity, graph: CandidateGraph, decisions: list[ConflictDecision]) -> None:
+        """Gold-judge runs: where each held gold partner of ``new`` went (retired, or why not) and the numeric rule's
+        precision against the labels. Counts only; nothing here changes a decision."""
+        if self.source != "gold" or not new.gold_replaces:
+            for d in decisions if self.source == "gold" else ():
+                if d.decided_by == "numeric":
+                    self.stats["numeric_gold_wrong"] += 1
+            return
+        gold = set(new.gold_replaces)
+        entities = getattr(graph, "entities", None)
+        held = {e.entity_id for e in (entities() if entities else []) if e.fact_id in gold and e.status in ACTIVE_STATUSES}
+        decided = {d.old_id for d in decisions}
+        for d in decisions:
+            if d.decided_by == "numeric":
+                self.stats["numeric_gold_right" if d.old_id in held else "numeric_gold_wrong"] += 1
+        candidates = {entity_id for entity_id, _ in self.last_trace.get("candidates", [])}
+        shown = set(self.last_trace.get("facts", []))
+        self.stats["gold_partners_held"] += len(held)
+        for entity_id in held:
+            reason = ("gold_partners_retired" if entity_id in decided else "gold_partner_not_candidate" if entity_id not in candidates
+                      else "gold_partner_ruled_out" if "facts" not in self.last_trace else "gold_partner_not_shown"
+                      if entity_id not in shown else "gold_partner_not_blamed")  # fmt: skip
+            self.stats[reason] += 1
 
     def _prepare(
         self, new: Entity, graph: CandidateGraph, proposed: list[Entity],
         peers: list[tuple[Entity, np.ndarray]] = (), vector: np.ndarray | None = None,
-    ) -> tuple[list[ConflictDecision] | None, list[Entity]]:
-        """Steps 1-2 and the rules that decide without the LLM: (decisions, []) when decided, else
-        (None, the facts to show the LLM)."""
+    ) -> tuple[list[ConflictDecision], list[Entity] | None]:
+        """Steps 1-2 and the rules that decide without the LLM: (the rules' decisions, the facts to show the judge,
+        or None when no judgement is asked). The numeric rule decides its pair and the judge still sees the other
+        candidates (the rules run in order with the judge); the duplicate and revision rules end the check."""
         cands = self.candidates(new, graph, peers=peers, vector=vector)
         self.last_trace["candidates"] = [(e.entity_id, round(s, 4)) for e, s in cands]
+        ruled: list[ConflictDecision] = []
         if not cands:
-            return [], []
+            return ruled, None
         if self.use_numeric_rule:
             hit = self._numeric(new, cands, graph)
             if hit is not None:
                 old, why, sim = hit
                 self.last_trace["decided_by"] = "numeric"
-                return [ConflictDecision(new.entity_id, old.entity_id, self.resolve(new, old), "numeric", why, min(1.0, sim))], []
+                ruled.append(ConflictDecision(new.entity_id, old.entity_id, self.resolve(new, old), "numeric", why, min(1.0, sim),
+                                              decided_by="numeric"))
+                cands = [(e, s) for e, s in cands if e.entity_id != old.entity_id]
+                if not cands:
+                    return ruled, None
         top, top_similarity = cands[0]
         if top_similarity >= self.duplicate_similarity or _normalise_text(top.text) == _normalise_text(new.text):
             # a restatement of a held fact (numbers already agreed, or the rule above would have fired)
             # is not a contradiction; the small model's p(false) on identical texts is not near 0
-            self.last_trace["decided_by"] = "duplicate"
-            return [], []
+            self.last_trace["decided_by"] = self.last_trace.get("decided_by", "duplicate")
+            return ruled, None
         if self.revision_similarity is not None and top_similarity >= self.revision_similarity:
             # ablation (issue 39 item 4): the nearest held fact is about the same thing and says it differently, so
             # the newer statement revises it; the old one is superseded and kept in its history
             self.last_trace["decided_by"] = "revision"
             reason = f"revision: nearest held fact at cosine {top_similarity:.2f} >= conflict.revision_similarity: {top.text}"
-            return [ConflictDecision(new.entity_id, top.entity_id, self.resolve(new, top), "semantic", reason, top_similarity)], []
-        if not self.use_llm:
-            return [], []
+            return [*ruled, ConflictDecision(new.entity_id, top.entity_id, self.resolve(new, top), "semantic", reason, top_similarity,
+                                             decided_by="revision")], None
+        if not self.use_llm and self.source == "model":
+            return ruled, None
         if self.judge_min_similarity is not None and top_similarity < self.judge_min_similarity:
             # write-cost switch (issue 19): no held fact is close enough to be about the same thing,
             # so the LLM judgement is skipped; the numeric rule above has already had its say
-            self.last_trace["decided_by"] = "far"
-            return [], []
+            self.last_trace["decided_by"] = self.last_trace.get("decided_by", "far")
+            return ruled, None
         facts = [e for e, _ in cands[: self.n_facts]]
         if self.judge == "proposed":
             # write-cost variant (issue 19): the extraction call already read the held facts nearest the
@@ -652,30 +739,35 @@ class ConflictDetector:
             proposed = [e for e in proposed if e.entity_id != new.entity_id and e.status in ACTIVE_STATUSES]
             self.last_trace["proposed"] = [e.entity_id for e in proposed]
             if not proposed:
-                self.last_trace["decided_by"] = "not_proposed"
-                return [], []
+                self.last_trace["decided_by"] = self.last_trace.get("decided_by", "not_proposed")
+                return ruled, None
             ids = {e.entity_id for e in proposed}
             facts = (proposed + [e for e in facts if e.entity_id not in ids])[: self.n_facts]
-        return None, facts
+        return ruled, facts
 
     def _decide(
-        self, new: Entity, facts: list[Entity], score: float, pick: int, messages: list[dict[str, str]], answer: str
+        self, new: Entity, facts: list[Entity], score: float, blamed: list[int], messages: list[dict[str, str]], answer: str
     ) -> list[ConflictDecision]:
-        """Step 3's answer -> at most one decision (threshold, the blamed fact, the policy)."""
-        self.last_trace.update({"facts": [f.entity_id for f in facts], "score": score, "pick": pick})
-        if score < self.threshold or pick == 0:
+        """Step 3's answer -> one decision per blamed fact (threshold, the blamed facts, the policy)."""
+        blamed = [i for i in dict.fromkeys(blamed) if 1 <= i <= len(facts)]
+        self.last_trace.update({"facts": [f.entity_id for f in facts], "score": score, "pick": blamed[0] if blamed else 0, "blamed": blamed})
+        if score < self.threshold or not blamed:
             return []
-        old = facts[pick - 1]
-        related = [f.entity_id for f in facts if f.entity_id != old.entity_id]
         reason = ""
-        if self.explain:
+        if self.explain and messages:
             reason = self._reason(messages, answer)
-            self.last_trace["llm_calls"] = 2
-        kind: Kind = "numeric" if quantities(new.text) and quantities(old.text) else "unknown"
-        self.last_trace["decided_by"] = "llm"
-        if not reason:  # the verdict itself is the LLM's: say what it judged and how sure it was
-            reason = LLM_REASONS[self.mode].format(pick=pick, score=score, old=old.text)
-        return [ConflictDecision(new.entity_id, old.entity_id, self.resolve(new, old), kind, reason, score, related)]
+            self.last_trace["llm_calls"] = int(self.last_trace.get("llm_calls", 0)) + 1
+        self.last_trace["decided_by"] = "gold" if self.source == "gold" else "llm"
+        decisions = []
+        for pick in blamed:
+            old = facts[pick - 1]
+            related = [f.entity_id for f in facts if f.entity_id != old.entity_id]
+            kind: Kind = "numeric" if quantities(new.text) and quantities(old.text) else "unknown"
+            # the verdict itself is the judge's: say what it judged and how sure it was
+            why = reason or (GOLD_REASON if self.source == "gold" else LLM_REASONS[self.mode]).format(pick=pick, score=score, old=old.text)
+            decisions.append(ConflictDecision(new.entity_id, old.entity_id, self.resolve(new, old), kind, why, score, related,
+                                              decided_by=self.last_trace["decided_by"]))
+        return decisions
 
 
 def _normalise_text(text: str) -> str:

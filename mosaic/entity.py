@@ -35,6 +35,7 @@ class Entity:
     history: list[dict[str, Any]] = field(default_factory=list)  # earlier values, with why they changed
     status: Literal["active", "superseded", "flagged", "queued"] = "active"
     fact_id: str | None = None  # oracle extractor: the benchmark's gold fact it was made from (None: LLM-extracted)
+    gold_replaces: list[str] = field(default_factory=list)  # oracle judge: gold fact ids this fact replaces (OracleFact.replaces)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -58,9 +59,13 @@ def resolve_by_evidence(
     new: Entity, old: Entity, reject_margin: float = 0.2, strength: Callable[[Entity], float] = evidence_strength
 ) -> str:
     """The policy for a real conflict: newer and at least as strong evidence -> "update"; held
-    evidence stronger by ``reject_margin`` or more -> "reject" (the newcomer is dropped); else "flag"."""
+    evidence stronger by ``reject_margin`` or more -> "reject" (the newcomer is dropped); else "flag".
+
+    ``new`` is the statement arriving now and ``old`` one held before it, so within one session (equal session times:
+    every oracle fact of a session carries the session's start) arrival order makes ``new`` the newer one; only a
+    strictly earlier session time (a late-written older statement) makes it older."""
     strength_new, strength_old = strength(new), strength(old)
     if strength_old - strength_new >= reject_margin:
         return "reject"
-    newer = bool(new.session_time and (not old.session_time or new.session_time > old.session_time))
+    newer = bool(new.session_time and (not old.session_time or new.session_time >= old.session_time))
     return "update" if newer and strength_new >= strength_old else "flag"

@@ -172,6 +172,22 @@ class MemoryGraph:
                 changed |= self.add_prerequisite(new_id, succ)
         return changed
 
+    def transfer_associations(self, old_id: str, new_id: str) -> set[str]:
+        """Give ``new_id`` the G_A edges of ``old_id`` (its replacement), each with the weight it had, keeping a heavier
+        edge ``new_id`` already has. Without this a supersession cuts the old entity's neighbours off from the fact
+        that now stands for it, and communities and PageRank move for memories no update touched."""
+        changed: set[str] = set()
+        if old_id not in self.assoc or new_id not in self.assoc:
+            return changed
+        for other, data in list(self.assoc[old_id].items()):
+            if other == new_id:
+                continue
+            weight = float(data.get("weight", 0.0))
+            if not self.assoc.has_edge(new_id, other) or self.assoc[new_id][other].get("weight", 0.0) < weight:
+                self.assoc.add_edge(new_id, other, weight=weight)
+                changed |= {new_id, other}
+        return changed
+
     def remove_entity(self, entity_id: str) -> set[str]:
         """Delete an entity and all its edges; returns the ids whose neighbourhood changed."""
         self.entity(entity_id)

@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Literal, Mapping
 
+import numpy as np
+
 from core.api import AddReport, ConflictEvent, Retrieved, StoredItem, Turn
 from core.config_check import ConfigKeyError, check_kwargs, range_problems
 from core.embed import Embedder
@@ -43,6 +45,10 @@ from mosaic.store import MemoryStore, file_safe_name
 from core.quantities import same_slot, values_match
 
 log = logging.getLogger(__name__)
+
+# What a search does with a superseded memory (``superseded``): hide it (the paper's search, every published row), or
+# return it beside the current ones, marked outdated with the date it was replaced (how an API with history shows it)
+SUPERSEDED_MODES = ("hide", "mark")
 
 
 @dataclass
@@ -86,7 +92,9 @@ class MosaicMemory:
     is the node score's share of the final search rank (the rest: similarity); a search asks the
     retriever for ``max(search_pool_factor * k, k + search_pool_extra)`` hits before re-ranking;
     ``importance`` is what an entity's importance (the node score's alpha term) is set from:
-    ``rho`` (its gate confidence) or a fixed number for every entity.
+    ``rho`` (its gate confidence) or a fixed number for every entity. ``hand_over_edges``: an update gives the
+    superseded entity's association edges to its replacement (true), or drops them with it (false, the graph of
+    every row published before the gold-judge study). ``superseded``: see SUPERSEDED_MODES.
     """
 
     # eval.workers: each namespace has its own graph, scorer, communities, retriever and detector; the
@@ -116,6 +124,8 @@ class MosaicMemory:
         search_pool_extra: int = 5,
         importance: Literal["rho"] | float = "rho",
         persist: bool = True,
+        hand_over_edges: bool = True,
+        superseded: Literal["hide", "mark"] = "hide",
         *,
         retry: RetryPolicy | Mapping[str, Any] | None,  # no default: conf/system/mosaic.yaml says (None: the client's own)
     ) -> None:
@@ -134,10 +144,15 @@ class MosaicMemory:
         self.search_weight = float(search_weight)
         self.search_pool_factor, self.search_pool_extra = int(search_pool_factor), int(search_pool_extra)
         self.importance = importance
+        self.hand_over_edges = bool(hand_over_edges)
+        if superseded not in SUPERSEDED_MODES:
+            raise ConfigKeyError(f"system.superseded={superseded!r}: must be one of {', '.join(SUPERSEDED_MODES)}")
+        self.superseded = superseded
         self.make_conflict, self.make_scoring, self.make_retrieval = conflict, scoring, retrieval
         self.make_graph, self.make_communities = graph, communities
         settings: dict[str, Any] = {"search_weight": search_weight, "search_pool_factor": search_pool_factor,
-                                    "search_pool_extra": search_pool_extra, "importance": importance}  # fmt: skip
+                                    "search_pool_extra": search_pool_extra, "importance": importance,
+                                    "hand_over_edges": hand_over_edges, "superseded": superseded}  # fmt: skip
         for block, make in (("extract", extract), ("gate", gate), ("conflict", conflict), ("scoring", scoring),
                             ("retrieval", retrieval), ("graph", graph), ("communities", communities)):  # fmt: skip
             _check_block(block, make)
@@ -381,6 +396,8 @@ class MosaicMemory:
                 })
                 old.history.append({"event": "superseded", "by": entity.entity_id, "reason": d.reason, "session_time": entity.session_time})
                 changed |= graph.transfer_prerequisites(old.entity_id, entity.entity_id)
+                if self.hand_over_edges:
+                    changed |= graph.transfer_associations(old.entity_id, entity.entity_id)
                 changed |= graph.set_status(old.entity_id, "superseded")
                 report.updated.append(event)
                 self.stats.add("updated")
@@ -436,6 +453,8 @@ class MosaicMemory:
             except KeyError:
                 node_score = 0.0
             ranked.append(((1 - self.search_weight) * float(similarity) + self.search_weight * node_score, entity))
+        if self.superseded == "mark":
+            ranked += self._superseded_hits(space, query_vector)
         ranked.sort(key=lambda pair: -pair[0])
         top = ranked[:k]
         space.scorer.set_previous_query_entities([e.entity_id for _, e in top])
@@ -447,6 +466,16 @@ class MosaicMemory:
                 text += self._source_turns(space, e, shown)
             out.append(Retrieved(text=text, score=score, timestamp=e.session_time, source_turn_ids=list(e.source_turn_ids), memory_id=e.entity_id))
         return out
+
+    def _superseded_hits(self, space: _Namespace, query_vector: Any) -> list[tuple[float, Entity]]:
+        """``superseded: mark``: every superseded entity scored by its similarity alone (it has no node score: it left the
+        graph), over an exact scan, since the retriever indexes what is believed now."""
+        old = [e for e in space.graph.entities(include_inactive=True) if e.status == "superseded"]
+        if not old:
+            return []
+        sims = np.vstack([space.graph.vector(e.entity_id) for e in old]) @ np.asarray(query_vector, dtype=np.float32)
+        floor = space.retriever.min_similarity
+        return [((1 - self.search_weight) * float(sim), e) for e, sim in zip(old, sims) if sim >= floor]
 
     @staticmethod
     def _with_turn_matches(space: _Namespace, query_vector: Any, hits: list[tuple[str, float]], pool: int) -> list[tuple[str, float]]:
@@ -486,6 +515,9 @@ class MosaicMemory:
             text += f" (time: {entity.time})"
         if entity.status == "flagged":
             text += " (disputed: conflicting reports held)"
+        if entity.status == "superseded":
+            when = next((h.get("session_time") for h in reversed(entity.history) if h.get("event") == "superseded"), None)
+            text += f" (outdated: replaced by a newer memory{f' on {when[:10]}' if when else ''})"
         return text
 
     # -- Inspectable / clarification queue ---------------------------------------------

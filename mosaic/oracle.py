@@ -24,7 +24,9 @@ by a fixed rule (docs/halumem.md, "Oracle extractor"):
   the turn (LoCoMo); empty otherwise (HaluMem), which the gate reads as the fact itself;
 * source turns: the benchmark's evidence ids, else the turn the fact arrived with;
 * ``fact_id``: the gold id, so analyses (HaluMem's update links) can tell which gold fact an
-  entity is without comparing texts.
+  entity is without comparing texts;
+* ``gold_replaces``: the gold ids the benchmark says this fact replaces (``OracleFact.replaces``, only in a
+  gold-judge run); read by ``GoldConflictJudge`` alone, never by extraction, gate or retrieval.
 """
 
 from __future__ import annotations
@@ -60,4 +62,19 @@ def oracle_entity(fact: OracleFact, turn: Turn, said_at: str | None, entity_id: 
         consistency=1.0,
         specificity=ORACLE_SPECIFICITY,
         fact_id=fact.fact_id,
+        gold_replaces=list(fact.replaces),
     )
+
+
+class GoldConflictJudge:
+    """The conflict judge's answer from gold (``conflict.source: gold``, conf/ablation/oracle_judge.yaml).
+
+    NEW contradicts exactly the shown facts whose gold id the benchmark lists in NEW's ``gold_replaces``
+    (``OracleFact.replaces``): HaluMem, an update point's gold-linked originals; a conflict suite, a probe's
+    labelled partner turns. Only the answer of step 3 is replaced: which held facts are shown, the rules before it
+    and the resolution policy after it are MOSAIC's own, so the study measures the mechanism around a perfect judge.
+    """
+
+    def blame(self, new: Entity, facts: list[Entity]) -> list[int]:
+        gold = set(new.gold_replaces)
+        return [i for i, fact in enumerate(facts, start=1) if fact.fact_id is not None and fact.fact_id in gold]

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from core.config_check import Choice, NumberList, Rule
-from mosaic.conflict import ConflictDetector
+from mosaic.conflict import SOURCES as CONFLICT_SOURCES, ConflictDetector
 from mosaic.extract import EXTRACTION_SOURCES, OUTPUT_FORMATS, EntityExtractor
 from mosaic.retrieval import MODES as RETRIEVAL_MODES
 
@@ -91,6 +91,7 @@ RANGES: dict[str, Rule | NumberList | Choice] = {
     "scoring.push_epsilon": POSITIVE,
     # retrieval
     "retrieval.mode": Choice(RETRIEVAL_MODES),
+    "conflict.source": Choice(CONFLICT_SOURCES),
     "retrieval.top_k": COUNT,
     "retrieval.lsh_tables": COUNT,
     "retrieval.lsh_bits": Rule(low=1, high=40, nullable=True, meaning="bits per table; null: chosen from community size"),
@@ -166,4 +167,10 @@ def combination_problems(block: Mapping[str, Any]) -> list[str]:
         found.append(f"system.conflict.revision_similarity={revision} must lie in [system.conflict.min_similarity={floor}, "
                      f"system.conflict.duplicate_similarity={duplicate}): below it no candidate reaches it, at or above it "
                      "the fact is a restatement (null switches it off)")  # fmt: skip
+    if enabled and _setting(block, "conflict", "source") == "gold" and _setting(block, "extract", "source") != "oracle":
+        found.append("system.conflict.source=gold answers from the gold ids of oracle facts, so it needs system.extract.source=oracle "
+                     "(ablation=oracle_judge sets both)")  # fmt: skip
+    if _setting(block, "conflict", "source") == "gold" and batch:
+        found.append("system.conflict.source=gold with system.conflict.batch=true: the gold judge needs no batched call; "
+                     "set system.conflict.batch=false")  # fmt: skip
     return found

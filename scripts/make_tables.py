@@ -29,6 +29,7 @@ import pandas as pd
 from hydra.utils import get_class
 
 from eval.benchmarks.locomo import slice_label
+from eval.benchmarks.halumem.mechanism_table import mechanism_table
 from eval.decomposition import decomposition_table
 from eval.publishing import provenance_flags
 from eval.tables import NOT_CLEAN_MARK, PROVENANCE_FLAGS, to_markdown, write_tables
@@ -187,6 +188,10 @@ def main(argv: list[str] | None = None) -> int:
     decomposition = decomposition_table(load_runs(args.root), slice_label)  # issue 39: extractor or organisation
     write_tables(decomposition, args.out / "decomposition")
     tables["decomposition"] = to_markdown(decomposition)
+    mechanism = mechanism_table(load_runs(args.root).get("halumem", []))  # the save-time check against its ceiling
+    if not mechanism.empty:
+        write_tables(mechanism, args.out / "mechanism")
+        tables["mechanism"] = to_markdown(mechanism)
     scaling = scaling_table()
     if not scaling.empty:
         write_tables(scaling, args.out / "scaling")

@@ -48,6 +48,7 @@ from core.config_check import ConfigKeyError
 from eval.benchmarks.halumem.clarify import CLARIFY_TABLES, clarify_metrics, clarify_session
 from eval.benchmarks.halumem.data import HUB_REPO, HaluMemUser, Session, halumem_time_to_iso, load_halumem_hub, load_halumem_jsonl
 from eval.benchmarks.halumem.judge import HaluMemJudge, Verdict
+from eval.benchmarks.halumem.mechanism import chain_row, gold_replacements, mechanism_metrics, probe_session
 from eval.benchmarks.halumem.metrics import by_memory_type, by_question_type, extraction_metrics, label_metrics
 from eval.benchmarks.halumem.table import make_table
 from eval.benchmarks.halumem.update_links import fact_id_of, link_session, update_link_metrics
@@ -98,11 +99,14 @@ def failed(row: dict[str, Any] | None) -> bool:
 def done(table: Any, key: str) -> bool:
     """Whether ``key`` has a row that needs no retry."""
     return key in table and not failed(table.get(key))
-def oracle_facts(user: HaluMemUser, s_idx: int, session: Session) -> tuple[OracleFact, ...]:
+def oracle_facts(user: HaluMemUser, s_idx: int, session: Session, replaces: dict[str, tuple[str, ...]] | None = None) -> tuple[OracleFact, ...]:
     """The session's gold memory points as oracle facts, in HaluMem's order, interference points left out
-    (they are the distractors HaluMem's false-memory resistance rewards a system for NOT storing)."""
+    (they are the distractors HaluMem's false-memory resistance rewards a system for NOT storing). ``replaces``:
+    the gold-judge study's map (mechanism.gold_replacements), carried on each update point."""
+    replaces = replaces or {}
     return tuple(
-        OracleFact(fact_id=fact_id_of(s_idx, p), text=p.content, subject=user.name, memory_type=p.memory_type)
+        OracleFact(fact_id=fact_id_of(s_idx, p), text=p.content, subject=user.name, memory_type=p.memory_type,
+                   replaces=replaces.get(fact_id_of(s_idx, p), ()))
         for p in session.memory_points
         if not p.is_interference
     )
@@ -139,6 +143,8 @@ class HaluMemBenchmark:
     oracle_facts: bool = False  # attach the session's gold memory points to its last turn (oracle-extractor study)
     link_held_similarity: float = 0.8  # update links: cosine at which a held memory is what an update replaces
     link_new_similarity: float = 0.6  # update links, model-extracted runs: cosine for an event's new item to be a gold point
+    oracle_conflicts: bool = False  # gold-judge study: oracle facts also carry the gold facts they replace (OracleFact.replaces)
+    mechanism_probes: bool = False  # searches for the mechanism metrics after each session (mechanism.py; no LLM call)
     _users: list[HaluMemUser] | None = field(default=None, repr=False)
 
     @property
@@ -167,6 +173,8 @@ class HaluMemBenchmark:
             raise ConfigKeyError(f"benchmark.clarify={self.clarify!r}: must be off or oracle")
         if self.extraction_source not in ("auto", "inspect", "report", "none"):
             raise ConfigKeyError(f"benchmark.extraction_source={self.extraction_source!r}: must be auto, inspect, report or none")
+        if self.oracle_conflicts and not self.oracle_facts:
+            raise ConfigKeyError("benchmark.oracle_conflicts=true labels oracle facts, so it needs benchmark.oracle_facts=true (ablation=oracle_judge sets both)")
         if self.path:
             load_halumem_jsonl(self.path)
 
@@ -188,6 +196,11 @@ class HaluMemBenchmark:
         if self.clarify not in ("off", "oracle"):
             raise ValueError(f"benchmark.clarify must be off or oracle, got {self.clarify!r}")
         tables = ("sessions", "integrity", "accuracy", "updates", "qa", "users", "update_links") + (CLARIFY_TABLES if self.clarify != "off" else ())
+        # the gold chain per session (mechanism.py): with probes, or, where questions are answered, for chain-aware recall
+        chained = self.mechanism_probes or (self.score_qa and ctx.embedder is not None)
+        tables += ("mechanism",) if chained else ()
+        if (self.oracle_conflicts or self.mechanism_probes) and ctx.embedder is None:
+            raise ValueError("benchmark.oracle_conflicts / mechanism_probes need the run's embedder (the update-link rule); this run has none")
         rows = {name: ctx.rows(f"halumem_{name}") for name in tables}
 
         def one_user(user: HaluMemUser) -> None:
@@ -226,6 +239,9 @@ class HaluMemBenchmark:
             for p in sess.memory_points:
                 gold_ids.setdefault(p.content, []).append((i, fact_id_of(i, p)))
         ever_held: set[str] = _fact_ids(held)  # gold facts the system has held at any snapshot (QA mechanism fields)
+        replaces = (gold_replacements(user.sessions, ctx.embedder.encode, self.link_held_similarity)
+                    if self.oracle_conflicts or "mechanism" in rows else {})  # fmt: skip
+        fact_of_memory = {item.memory_id: item.fact_id for item in held.values() if item.fact_id}  # everything ever held
         # The log and the bar name the user by uuid only: a name is dataset text, and an evaluation run's log is read.
         ctx.log.info("halumem user %s: %d sessions", user.uuid, len(sessions))
         for s_idx, session in enumerate(tqdm(sessions, desc=f"halumem user {user.uuid[:8]} (sessions: add, judge)", unit="session")):
@@ -240,7 +256,7 @@ class HaluMemBenchmark:
                 for t in session.dialogue
             ]
             if self.oracle_facts and turns:  # gold points are dated at the session's end: they arrive with its last turn
-                turns[-1] = dataclasses.replace(turns[-1], oracle_facts=oracle_facts(user, s_idx, session))
+                turns[-1] = dataclasses.replace(turns[-1], oracle_facts=oracle_facts(user, s_idx, session, replaces if self.oracle_conflicts else None))
             held_before = list(held.values())
             report: AddReport = system.add(namespace, turns, session_time=halumem_time_to_iso(session.start_time))
             if mode == "inspect":
@@ -248,6 +264,7 @@ class HaluMemBenchmark:
                 stored = [item for k, item in now.items() if k not in held]
                 held = now
                 ever_held |= _fact_ids(held)
+                fact_of_memory.update({item.memory_id: item.fact_id for item in held.values() if item.fact_id})
             else:
                 stored = list(report.stored) if mode == "report" else []
             rows["sessions"].append(
@@ -281,6 +298,14 @@ class HaluMemBenchmark:
                 facts = {"gold_ids": gold_ids, "ever_held": ever_held,
                          "by_memory": {item.memory_id: item.fact_id for item in held.values() if item.fact_id}}
                 self._answer_questions(user, s_idx, session, system, namespace, ctx, judge, rows, facts)
+            if self.mechanism_probes:  # last, so the scored tasks search as they would without it
+                row = probe_session(system, namespace, s_idx, session, replaces, _fact_ids({(i.memory_id, i.text): i for i in held_before}),
+                                    fact_of_memory.get, lambda evidence: evidence_fact_ids(list(evidence), gold_ids, s_idx),
+                                    self.update_k, self.qa_k)  # fmt: skip
+                if key not in rows["mechanism"]:
+                    rows["mechanism"].append({"key": key, "uuid": user.uuid, "session": s_idx, **row})
+            elif "mechanism" in rows and key not in rows["mechanism"]:  # the chain only: recall is read from the QA rows
+                rows["mechanism"].append({"key": key, "uuid": user.uuid, "session": s_idx, **chain_row(s_idx, session, replaces)})
 
     def _judge_extraction(self, user: HaluMemUser, s_idx: int, session: Session, stored: list[str], judge: HaluMemJudge, rows: dict[str, Any]) -> None:
         for point in session.memory_points:
@@ -456,6 +481,7 @@ class HaluMemBenchmark:
             "failures": {"rows": sum(failed(r) for name in SCORED_TABLES for r in rows.get(name, [])),
                          "ingest_turns": sum(int(r.get("add_failures") or 0) for r in sessions)},
             **({"clarify": clarify_metrics(self, rows, extraction_mode)} if self.clarify != "off" else {}),
+            **({"mechanism": mechanism_metrics(rows["mechanism"], n_boot, seed, rows.get("qa"))} if rows.get("mechanism") else {}),
         }
 
     make_table = staticmethod(make_table)  # Table 2 (eval.benchmarks.halumem.table); scripts/make_tables.py calls it

@@ -60,6 +60,8 @@ PUBLIC_FIELDS: dict[str, tuple[str, ...]] = {
     "update_links": (*_WHERE, "points", "non_update_points", "events", "false_alarms", "false_alarm_points", "false_alarm_verdicts",
                      "unmatched_events"),
     "clarifications": (*_WHERE, "rank", "gain", "answer", "committed", "updated"),
+    # mechanism.py: gold fact ids, counts and booleans only
+    "mechanism": (*_WHERE, "points", "questions", "replaces"),
 }
 # Fields computed from a left-out list, under the name they are published as (committed: the memory ids a
 # clarification stored, counted; clarify_metrics counts either).
@@ -158,7 +160,7 @@ def reaggregate(folder: Path) -> dict[str, Any]:
 # metrics.json sections computed from the rows (HaluMemBenchmark.aggregate): what the check compares. Labels and
 # notes beside them (variant, extraction_skipped, bootstrap settings) are the code's wording, not the rows'.
 METRIC_SECTIONS = ("main_metric", "extraction", "updating", "qa", "by_question_type", "by_memory_type", "counts", "update_links",
-                   "failures", "clarify")
+                   "failures", "clarify", "mechanism")
 _CI_KEYS = ("ci_low", "ci_high")
 
 

@@ -6,6 +6,7 @@ from typing import Any, Callable
 
 import pandas as pd
 
+from eval.benchmarks.halumem.mechanism_table import is_probe_only
 from eval.benchmarks.halumem.update_links import false_alarm_text
 from eval.intervals import interval_note, report_settings
 from eval.metrics import format_ci
@@ -106,6 +107,7 @@ def make_table(metrics: list[dict[str, Any]], convention: str | None = None) -> 
         ("QA hallucination", lambda m: (m.get("qa") or {}).get("hallucination")),
         ("QA omission", lambda m: (m.get("qa") or {}).get("omission")),
     ]
+    metrics = [run for run in metrics if not is_probe_only(run)]  # mechanism rows (results/tables/mechanism.md), no task scored
     columns: dict[str, list[str]] = {}
     link_rows = LINK_ROWS if any(run.get("update_links") for run in metrics) else []
     for run in metrics:

@@ -61,6 +61,7 @@ class LoCoMoBenchmark:
     # Evidence recall with each list cut at these many returned tokens (eval/budget.py). A reporting choice, not
     # part of the run's identity: null reads conf/report.yaml's token_budgets (set +benchmark.token_budgets=[..] to override).
     token_budgets: Sequence[int] | None = None
+    oracle_conflicts: bool = False  # gold-judge study: LoCoMo labels no conflicts, so true is refused (conf/ablation/oracle_judge.yaml)
 
     def __post_init__(self) -> None:
         if self.convention not in CONVENTIONS:
@@ -70,6 +71,9 @@ class LoCoMoBenchmark:
 
     def check_inputs(self) -> None:
         """Parse the file and apply the slice (the runner calls this before the run folder exists)."""
+        if self.oracle_conflicts:
+            raise ConfigKeyError("benchmark.oracle_conflicts=true: LoCoMo labels no conflicts for a gold judge; run ablation=oracle_judge "
+                                 "with experiment=halumem_dev or experiment=conflict")  # fmt: skip
         self.episodes()
         if self.gold == "audited_excluded" and not Path(self.audit_errata).is_file():
             raise ConfigKeyError(f"benchmark.audit_errata={self.audit_errata}: not found, and benchmark.gold=audited_excluded needs it; "

@@ -68,11 +68,14 @@ def test_a_group_is_judged_in_one_call_with_one_label_each():
     graph = _graph(RULES)
     vectors = HashEmbedder().encode([WATER.text, NOAH.text])
     water, noah = detector.check_group([(WATER, vectors[0], []), (NOAH, vectors[1], [])], graph)
-    assert len(llm.requests) == 1 and llm.requests[0]["max_tokens"] == 8 and llm.requests[0]["purpose"] == "conflict"
+    # one call judges the group; the one "false" over several facts asks one more one-token call naming the fact
+    assert len(llm.requests) == 2 and llm.requests[0]["max_tokens"] == 8 and llm.requests[0]["purpose"] == "conflict"
+    assert llm.requests[1]["max_tokens"] == 1 and llm.requests[1]["messages"][-1]["content"].endswith("Contradicted fact (number, 0 if none):")
     assert water == [] and len(noah) == 1 and noah[0].new_id == "n2"
     asked = llm.requests[0]["messages"][-1]["content"]
     assert asked.startswith("Check 1:\nFacts:\n") and f"NEW: {WATER.text}" in asked and "\n\nCheck 2:\nFacts:\n" in asked
-    assert detector.stats["checks"] == 2 and detector.stats["llm_calls"] == 1 and detector.stats["batched_checks"] == 2
+    assert detector.stats["checks"] == 2 and detector.stats["llm_calls"] == 2 and detector.stats["batched_checks"] == 2
+    assert detector.stats["blame_calls"] == 1
     assert [t["batched"] for t in detector.last_group_traces] == [2, 2]
 
 
@@ -96,7 +99,8 @@ def test_numbers_and_restatements_stay_out_of_the_batched_call():
     items = [(e, HashEmbedder().encode([e.text])[0], []) for e in (numbers, same, NOAH)]
     decided = detector.check_group(items, graph)
     assert [d.conflict_type for d in decided[0]] == ["numeric"] and decided[1] == [] and len(decided[2]) == 1
-    assert len(llm.requests) == 1 and "Check 1" not in llm.requests[0]["messages"][-1]["content"]  # one LLM check: single prompt
+    assert "Check 1" not in llm.requests[0]["messages"][-1]["content"]  # one LLM check: single prompt
+    assert len(llm.requests) == 2 and llm.requests[1]["max_tokens"] == 1  # and one call naming the fact it found false
 
 
 def test_a_later_check_sees_the_groups_earlier_entity():

@@ -96,8 +96,9 @@ def test_numeric_clash_is_decided_without_the_llm():
     detector = ConflictDetector(llm, numeric_similarity=0.5)
     new = Entity("n", "Beginners ride 20 km on their first outing and can build up to a maximum of 90 km per ride.", "persona", session_time="2024-02-01")
     decisions = detector.check(new, _graph(RULES))
-    assert [(d.old_id, d.conflict_type) for d in decisions] == [("e0", "numeric")]
-    assert llm.requests == []
+    assert [(d.old_id, d.conflict_type, d.decided_by) for d in decisions] == [("e0", "numeric", "numeric")]
+    # the rule decided its pair without the LLM; the judge still sees the other candidates, never the ruled one
+    assert all(RULES[0] not in r["messages"][-1]["content"] for r in llm.requests)
     assert detector.stats["numeric_hits"] == 1
 
 
@@ -155,12 +156,12 @@ def test_threshold_and_explanation_calls():
     new = Entity("n", "Riders may skip carrying water on summer rides.", "persona", session_time="2024-02-01")
     low = ConflictDetector(LogprobLLM({"false": 0.4, "unknown": 0.6}), threshold=0.5)
     assert low.check(new, _graph(RULES)) == []
-    replies = iter(["false", "  Every rider must carry water in summer.  "])
+    replies = iter(["false", "2", "  Every rider must carry water in summer.  "])
     llm = FakeLLM(lambda m, s: next(replies))
     high = ConflictDetector(llm, threshold=0.5, explain=True, max_explain_tokens=17)
     decisions = high.check(new, _graph(RULES))
-    assert len(decisions) == 1 and len(llm.requests) == 2  # one judgement + one short reason
-    why = llm.requests[1]
+    assert len(decisions) == 1 and len(llm.requests) == 3  # one judgement, one call naming the fact, one short reason
+    why = llm.requests[2]
     assert why["messages"][:-2] == llm.requests[0]["messages"]  # the judgement's own prompt, then its answer and "why?"
     assert why["messages"][-2] == {"role": "assistant", "content": "false"} and why["messages"][-1]["content"].endswith("why?")
     assert why["max_tokens"] == 17 and why["purpose"] == "conflict"

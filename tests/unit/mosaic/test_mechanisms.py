@@ -63,8 +63,9 @@ def test_dual_path_counts_scans_hits_and_fallbacks():
 
 def test_ncs_drift_measurements_are_reported(tmp_path):
     mem, _, _ = _memory(tmp_path, verdict=None)
-    for i, text in enumerate(["I have two dogs.", "I work as a nurse.", "We have three dogs now."]):
-        _add(mem, "c", f"D1:{i}", text)
+    # the third, said in an earlier session than the first, is flagged beside it (not newer), so three nodes stay active
+    for i, (text, when) in enumerate([("I have two dogs.", "2023-05-08"), ("I work as a nurse.", "2023-05-08"), ("We have three dogs now.", "2023-04-01")]):
+        _add(mem, "c", f"D1:{i}", text, when=when)
     assert mem.metrics()["mechanisms"]["ncs"]["drift_measurements"] == 0
     space = mem._space("c")
     scorer = space.scorer

@@ -24,6 +24,7 @@ CONF = REPO / "conf"
 # one non-default value per key of conf/system/mosaic.yaml (top level, then block.key)
 NON_DEFAULT: dict[str, object] = {
     "name": "mosaic_b", "persist": False, "search_weight": 0.35, "search_pool_factor": 3, "search_pool_extra": 2, "importance": 0.5,
+    "hand_over_edges": False, "superseded": "mark",
     "extract.max_entities": 4, "extract.max_tokens": 111, "extract.context_chars": 50, "extract.max_fact_chars": 99, "extract.copy_margin": 0.25,
     "extract.held_facts": 2, "extract.turns_per_call": 2, "extract.source": "oracle", "extract.concurrent_calls": 3,
     "extract.output_format": "rows",
@@ -35,6 +36,7 @@ NON_DEFAULT: dict[str, object] = {
     "conflict.duplicate_similarity": 0.9, "conflict.reject_margin": 0.3, "conflict.use_numeric_rule": False, "conflict.use_llm": False,
     "conflict.explain": True, "conflict.max_explain_tokens": 20, "conflict.top_logprobs": 5, "conflict.use_belief": False,
     "conflict.judge_min_similarity": 0.4, "conflict.judge": "proposed", "conflict.batch": True, "conflict.revision_similarity": 0.8,
+    "conflict.source": "gold",
     "scoring.alpha": 0.4, "scoring.beta": 0.4, "scoring.gamma": 0.1, "scoring.damping": 0.9, "scoring.prereq_weight": 0.5,
     "scoring.power_tol": 1e-6, "scoring.max_power_iterations": 50, "scoring.ncs": False, "scoring.refresh_every": 100,
     "scoring.drift_tolerance": 0.05, "scoring.push_epsilon": 0.001, "scoring.refresh_per_node": 0.1, "scoring.max_interval_scale": 4.0,
@@ -53,7 +55,8 @@ NON_DEFAULT: dict[str, object] = {
 # keys whose non-default value refuses another's (a group extraction shows no held facts; a batched judgement
 # reads one nli label per check, with no "why?" call; the rows format has no prompt with held facts or several
 # messages): checked in a build of their own
-ALONE: dict[str, object] = {"extract.turns_per_call": 2, "conflict.batch": True, "extract.source": "oracle", "extract.output_format": "rows"}
+ALONE: dict[str, object] = {"extract.turns_per_call": 2, "conflict.batch": True, "extract.source": "oracle", "extract.output_format": "rows",
+                            "conflict.source": "gold"}
 
 # a key the runner's check refuses raises ConfigKeyError; a value a constructor refuses comes through Hydra's
 # instantiate, which wraps it (the message still names the key)
@@ -290,6 +293,14 @@ def test_the_oracle_extractor_variant_sets_its_source_and_builds(tmp_path):
     memory = _build(["ablation=oracle_extractor"], tmp_path)
     assert memory.extractor.source == ALONE["extract.source"]
     assert _build([], tmp_path / "default").extractor.source == "model"  # the paper's extraction
+
+
+def test_the_oracle_judge_variant_sets_both_sources_and_builds(tmp_path):
+    memory = _build(["ablation=oracle_judge"], tmp_path)
+    assert memory.extractor.source == "oracle" and memory._space("ns").detector.source == ALONE["conflict.source"]
+    assert _build([], tmp_path / "default")._space("ns").detector.source == "model"  # the paper's judge
+    with pytest.raises(REFUSED, match="extract.source=oracle"):
+        _build(["system.conflict.source=gold"], tmp_path / "alone")  # gold ids come with oracle facts only
 
 
 def test_the_rows_extraction_variant_switches_only_the_output_format(tmp_path):

@@ -66,7 +66,7 @@ def _facts_judged(k: int) -> int:
     cfg = _compose(["experiment=sweep_conflict_k", f"system.conflict.k={k}"]).system.conflict
     detector = ConflictDetector(FakeLLM(lambda m, s: "true"), k=cfg.k, n_facts=cfg.n_facts, mode=cfg.mode, threshold=cfg.threshold)
     seen: list[int] = []
-    detector._ask = lambda new, facts: (seen.append(len(facts)) or (0.0, 0, [], ""))  # no LLM: record what it would judge
+    detector._ask = lambda new, facts: (seen.append(len(facts)) or (0.0, [], [], ""))  # no LLM: record what it would judge
     detector.check(Entity("new", "the newcomer says something else about the plan", "event"), _Line())
     return seen[0]
 
