@@ -68,22 +68,45 @@ class Terminated(SystemExit):
 
 @contextmanager
 def sigterm_unwinds() -> Iterator[None]:
-    """Turn the first SIGTERM into ``Terminated`` (exit status 143) while the block runs; a second one kills
-    at once (the default is back in place as soon as the first arrives)."""
+    """Turn the first SIGTERM into ``Terminated`` (exit status 143) and the first Ctrl-C into KeyboardInterrupt
+    while the block runs; a second signal of either kind kills at once (both defaults are back in place as
+    soon as the first arrives). The unwinding closes the system and the LLM clients (``close_in_call_order``),
+    which abort what is in flight, so the first signal ends the run within seconds."""
     if threading.current_thread() is not threading.main_thread():  # signals reach the main thread only
         yield
         return
 
     def unwind(signum: int, _frame: Any) -> None:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        log.warning("SIGTERM: stopping; this invocation's LLM usage is recorded in provenance.json, rerun to resume")
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        name = signal.Signals(signum).name
+        log.warning("%s: stopping; this invocation's LLM usage is recorded in provenance.json, rerun to resume (a second signal kills at once)", name)
+        if signum == signal.SIGINT:
+            raise KeyboardInterrupt
         raise Terminated(128 + signum)
 
-    previous = signal.signal(signal.SIGTERM, unwind)
+    previous = {sig: signal.signal(sig, unwind) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def close_in_call_order(system: Any, *clients: Any) -> None:
+    """Close the system first (it stops the servers it started: Letta, FalkorDB, the tool-call layer, which
+    could otherwise ask for more generations), then each LLM client once (a closed client refuses calls and
+    aborts the ones in flight). A close that fails is logged; the others still run."""
+    seen: set[int] = set()
+    for part in (system, *clients):
+        close = getattr(part, "close", None)
+        if part is None or id(part) in seen or not callable(close):
+            continue
+        seen.add(id(part))
+        try:
+            close()
+        except Exception as err:  # noqa: BLE001 - one failed close must not keep the rest running
+            log.warning("closing %s failed: %s", type(part).__name__, err)
 
 
 def failed_rows(metrics: dict[str, Any]) -> int:
@@ -321,6 +344,7 @@ def _run_locked(cfg: DictConfig, overrides: list[str] | None, run_dir: Path, inp
     log.info("run folder: %s (code %s)", run_dir, code_label(code))
     embedder = instantiate(cfg.embedder)
     answerer = instantiate(cfg.answerer, llm=llm)
+    system = None
     try:
         system = build_system(cfg, llm, embedder, run_dir)
         benchmark = instantiate(cfg.benchmark, _convert_="all")
@@ -376,11 +400,10 @@ def _run_locked(cfg: DictConfig, overrides: list[str] | None, run_dir: Path, inp
         ended_by = type(err).__name__
         raise
     finally:
-        _record_invocation(provenance, llm, judge_llm, started, ended_by)
-        for client in {id(llm): llm, id(judge_llm): judge_llm}.values():
-            close = getattr(client, "close", None)
-            if close:
-                close()
+        try:
+            close_in_call_order(system, llm, judge_llm)
+        finally:
+            _record_invocation(provenance, llm, judge_llm, started, ended_by)
     _finish(cfg, run_dir, metrics, log_external=True)
     return metrics
 
