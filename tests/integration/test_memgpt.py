@@ -1,8 +1,8 @@
 """MemGPT through a real Letta 0.11.7 server on SQLite with the real local LLM.
 
 The default run (CI) sends one LoCoMo turn to the agent and checks the archival path the SQLite
-fix repairs; the two-turn slice is opt-in (``-m memgpt`` runs all three tests): alone on this
-2-core machine it took 766 s (6 LLM steps per turn), docs/baselines.md.
+fix repairs; the two-turn slice and the SIGTERM test are opt-in (``-m memgpt`` runs all four tests): alone
+on this 2-core machine the slice took 766 s (6 LLM steps per turn), docs/baselines.md.
 
 The adapter starts the tool-call layer and ``letta server`` (from .venv-letta) itself and stops both at
 the end. When .venv-letta is absent the fixture builds it, as `system=memgpt` does on first use
@@ -103,3 +103,63 @@ def test_archival_insert_then_search_on_the_fixed_schema(memgpt_system):
         assert hits[0].source_turn_ids == ["A:1"] and hits[0].timestamp == "2024-03-02T10:00:00"
     finally:
         memgpt_system.ingest_mode = "messages"
+
+
+@pytest.mark.memgpt_live
+def test_sigterm_with_a_letta_step_in_flight_leaves_no_letta_or_model_process(tmp_path):
+    """`run.py experiment=locomo system=memgpt` on the real local LLM, stopped with SIGTERM while the first Letta
+    step generates: the run exits within 10 s with its usage recorded, the model is never started again, and no
+    Letta process is left (each Letta process runs with HOME in this run's folder)."""
+    import json
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "WANDB_MODE": "offline", "HF_HUB_OFFLINE": "1"}
+    command = [sys.executable, "run.py", "experiment=locomo", "system=memgpt", "benchmark.max_sessions=1", "benchmark.max_questions=2",
+               "logger=none", f"results_dir={tmp_path / 'results'}"]
+    proc = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines: list[str] = []
+    deadline = time.monotonic() + 900
+    assert proc.stdout is not None
+    while time.monotonic() < deadline:  # the model starts on the first LLM call, which is Letta's first step
+        line = proc.stdout.readline()
+        if not line:
+            break
+        lines.append(line)
+        if "starting local LLM" in line:
+            break
+    assert any("starting local LLM" in line for line in lines), "".join(lines[-40:])
+    time.sleep(30)  # the model loads, and the step's prompt is being read: a generation in flight
+    started = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    rest, _ = proc.communicate(timeout=60)
+    seconds = time.monotonic() - started
+    output = "".join(lines) + rest
+    print(f"\nmemgpt: exit {proc.returncode} after {seconds:.1f} s after SIGTERM")
+    assert proc.returncode == 143 and seconds < 10, output[-4000:]
+    assert output.count("starting local LLM") == 1  # never started again after the signal
+    homes = list((tmp_path / "results").rglob("letta_home"))
+    assert homes, output[-2000:]
+    time.sleep(1)
+    # the model runs inside the harness process (xllamacpp), which has exited; Letta runs in its own
+    left = [pid for pid in _pids_of("letta") if str(homes[0]) in _environ_of(pid)]
+    assert not left, f"Letta processes left after the run exited: {left}"
+    provenance = json.loads(next((tmp_path / "results").rglob("provenance.json")).read_text())
+    assert provenance["invocations"][-1]["ended_by"] == "Terminated" and "llm_usage" in provenance["invocations"][-1]
+
+
+def _pids_of(name: str) -> list[int]:
+    import subprocess
+
+    rows = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout.splitlines()[1:]
+    return [int(row.split()[0]) for row in rows if name in row]
+
+
+def _environ_of(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/environ").read_bytes().decode(errors="replace")
+    except OSError:
+        return ""
