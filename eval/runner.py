@@ -77,15 +77,17 @@ def sigterm_unwinds() -> Iterator[None]:
         return
 
     def unwind(signum: int, _frame: Any) -> None:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        for sig in signals:
+            signal.signal(sig, signal.SIG_DFL)
         name = signal.Signals(signum).name
         log.warning("%s: stopping; this invocation's LLM usage is recorded in provenance.json, rerun to resume (a second signal kills at once)", name)
         if signum == signal.SIGINT:
             raise KeyboardInterrupt
         raise Terminated(128 + signum)
 
-    previous = {sig: signal.signal(sig, unwind) for sig in (signal.SIGTERM, signal.SIGINT)}
+    # a SIGINT the shell told us to ignore (a background job of a non-interactive shell) stays ignored
+    signals = [signal.SIGTERM] + ([signal.SIGINT] if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN else [])
+    previous = {sig: signal.signal(sig, unwind) for sig in signals}
     try:
         yield
     finally:
