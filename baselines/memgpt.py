@@ -41,7 +41,7 @@ from core.paths import file_safe_name
 from core.servers import ManagedProcess
 from core.turn_costs import TurnCosts
 
-from baselines.letta_clock import LettaClock
+from baselines.letta_canonical import LettaClock, LettaRequests
 
 log = logging.getLogger(__name__)
 
@@ -290,11 +290,12 @@ class MemGPTMemory:
         self.request_timeout_s = request_timeout_s
         self.stop_grace_s = stop_grace_s  # Letta's SIGTERM-to-SIGKILL wait when the run stops
         self.clock = LettaClock(undated=undated_clock)  # the agent's "now": the session time of the turn it processes
+        self.requests = LettaRequests(self.clock)
         self._prompt_messages = 0  # messages in the latest request Letta sent (a drop between turns: Letta evicted)
         self.retry = retry_policy(retry)  # tries per tool call (the harness's one retry mechanism, core.llm.RetryPolicy)
         self.tools = ToolCallServer(llm, embedder=embedder, purpose=STEP_PURPOSE, retry=self.retry,
                                    max_tokens_cap=max_tokens, string_max_chars=tool_string_max_chars,
-                                   request_log=str(self.workdir / "tool_requests.jsonl"), rewrite_messages=self._canonical)
+                                   request_log=str(self.workdir / "tool_requests.jsonl"), canonical_request=self._canonical)
         self.home = self.workdir / "letta_home"
         self.ledger_dir = self.workdir / "memgpt_ledger"
         self.turn_costs = TurnCosts(self.workdir)  # per turn, as it finishes: a stopped run still has its cost
@@ -308,10 +309,10 @@ class MemGPTMemory:
         self.n_snapshots = 0
         self._turn_records: list[dict[str, Any]] = []  # per turn sent in this invocation: seconds, tokens, prefix reuse
 
-    def _canonical(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """The tool-call layer's rewrite hook: Letta's clock readings set to the agent's "now" (baselines.letta_clock)."""
-        self._prompt_messages = len(messages)
-        return self.clock.rewrite(messages)
+    def _canonical(self, request: dict[str, Any]) -> dict[str, Any]:
+        """The tool-call layer's hook: Letta's clock at the agent's "now", its lists in a fixed order (baselines.letta_canonical)."""
+        self._prompt_messages = len(request.get("messages", []))
+        return self.requests.canonical(request)
 
     # -- lifecycle --------------------------------------------------------------------------
     @property
@@ -588,7 +589,7 @@ class MemGPTMemory:
             "snapshot_method": self.snapshot_method,
             "server_start_s": getattr(self, "start_s", None),
             "context_window": self.context_window,
-            "clock": "session time of the turn being processed (baselines/letta_clock.py)",
+            "clock": "session time of the turn being processed (baselines/letta_canonical.py)",
             "prefix_reuse": prefix_reuse(self._turn_records),
             "turns_this_invocation": self._turn_records,
         }

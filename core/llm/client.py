@@ -118,8 +118,13 @@ class GuardedLLM:
         return getattr(self.llm, name)
 
 
-class ClientClosedError(LLMError):
-    """A call on a closed client (the run is stopping): refused, never sent, never retried, never cached."""
+class ClientClosedError(BaseException):
+    """A call on a closed client (the run is stopping): refused, never sent, never retried, never cached.
+
+    A cancellation, not a failure, so it derives from BaseException as asyncio.CancelledError does: a system
+    that counts an ``LLMError`` (or any ``Exception``) as a failed turn and goes on (MOSAIC's extraction) must
+    not turn a stop into recorded failures while its worker thread winds down; the error ends the unit of work.
+    """
 
 
 class BadResponseError(LLMError):

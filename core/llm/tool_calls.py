@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from core.api import ChatResult, LLMClient, LLMError, LLMOutputError
-from core.llm.client import RetryPolicy
+from core.llm.client import ClientClosedError, RetryPolicy
 from core.llm.schema_caps import cap_strings
 
 log = logging.getLogger(__name__)
@@ -242,7 +242,7 @@ class ToolCallStats:
         self.server_cached_prompt_tokens += result.cached_prompt_tokens
 
 
-class ToolServerClosedError(LLMError):
+class ToolServerClosedError(ClientClosedError):
     """A request that reached the tool-call layer after ``close()`` began: answered 503, never sent to the LLM."""
 
 
@@ -274,12 +274,13 @@ class ToolCallServer:
         string_max_chars: int | None = None,
         model_name: str | None = None,
         request_log: str | None = None,
-        rewrite_messages: Callable[[list[dict[str, Any]]], list[dict[str, Any]]] | None = None,
+        canonical_request: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
     ) -> None:
         self.llm = llm
-        # applied to each request's messages before anything reads them (cache key, prompt): a client's
-        # own volatile text (Letta's clock readings) made canonical, so the same request is asked the same way
-        self.rewrite_messages = rewrite_messages
+        # applied to each request before anything reads it (cache key, prompt): what a client varies from run to
+        # run without meaning (Letta's clock readings, its order of blocks and tools) made canonical, so the same
+        # request is asked the same way
+        self.canonical_request = canonical_request
         self.request_log = Path(request_log) if request_log else None  # JSONL of tool requests and replies, for audits
         self.embedder = embedder
         self.purpose = purpose
@@ -332,16 +333,14 @@ class ToolCallServer:
                 self.stats.refused_while_closing += 1
             raise ToolServerClosedError("the tool-call server is closing (the run is stopping); request refused, nothing sent to the LLM")
 
-    def _messages(self, request: dict[str, Any]) -> list[dict[str, Any]]:
-        messages = list(request.get("messages", []))
-        return self.rewrite_messages(messages) if self.rewrite_messages is not None else messages
-
     def _count(self, result: ChatResult) -> None:
         with self._stats_lock:
             self.stats.count_reply(result)
 
     def _complete(self, request: dict[str, Any]) -> dict[str, Any]:
         self._refuse_if_closing()
+        if self.canonical_request is not None:
+            request = self.canonical_request(request)
         max_tokens = int(request.get("max_tokens") or request.get("max_completion_tokens") or self.default_max_tokens)
         if self.max_tokens_cap:
             max_tokens = min(max_tokens, self.max_tokens_cap)
@@ -352,14 +351,14 @@ class ToolCallServer:
         if not tools or tool_choice == "none":
             with self._stats_lock:
                 self.stats.plain_requests += 1
-            result = self.llm.chat(flatten_messages(self._messages(request), None), max_tokens=max_tokens,
+            result = self.llm.chat(flatten_messages(request.get("messages", []), None), max_tokens=max_tokens,
                                    temperature=temperature, seed=seed, purpose=self.purpose)
             self._count(result)
             return completion_body(self.model_name, result, None, None)
         callable_tools = allowed_tools(tools, tool_choice)
         allow_text = tool_choice == "auto"
         schema = tool_call_schema(callable_tools, allow_text, self.string_max_chars)
-        messages = flatten_messages(self._messages(request), tools_instruction(callable_tools, allow_text))
+        messages = flatten_messages(request.get("messages", []), tools_instruction(callable_tools, allow_text))
         last: LLMOutputError | None = None
         last_text = ""
         for attempt in range(self.attempts):
@@ -446,7 +445,7 @@ class ToolCallServer:
                 reply = await unless_closing(self.complete, body)
             except (LLMOutputError, ValueError) as err:
                 return JSONResponse({"error": {"message": str(err), "type": "invalid_response"}}, 502)
-            except LLMError as err:  # the LLM client is closed or its server unreachable: not the model's fault
+            except (LLMError, ClientClosedError) as err:  # the LLM server unreachable, or the run stopping: not the model's fault
                 return JSONResponse({"error": {"message": str(err), "type": "unavailable"}}, 503)
             return closing() if reply is None else JSONResponse(reply)
 

@@ -163,3 +163,67 @@ def _environ_of(pid: int) -> str:
         return Path(f"/proc/{pid}/environ").read_bytes().decode(errors="replace")
     except OSError:
         return ""
+
+
+def scripted_agent_step(payload: dict, n: int) -> tuple[str, str]:
+    """A deterministic stand-in for the model behind Letta (control flow only, never a quality number): each turn
+    is stored (archival_memory_insert), looked up (conversation_search: its results carry Letta's timestamps),
+    then answered (send_message); plain requests get a short answer, the judge's a verdict."""
+    import json
+
+    schema = ((payload.get("response_format") or {}).get("json_schema") or {}).get("schema") or {}
+    options = schema.get("anyOf") or ([schema] if "name" in schema.get("properties", {}) else [])
+    if not options:
+        return (json.dumps({"reasoning": "same", "label": "CORRECT"}) if schema else "Caroline went to a support group.", "stop")
+    # the latest message that is not Letta's heartbeat ("returning control" after a tool with request_heartbeat)
+    last = next(m["content"] for m in reversed(payload["messages"]) if '"type": "heartbeat"' not in m["content"])
+    if last.startswith("[result of tool archival_memory_insert]"):
+        call = {"name": "conversation_search", "arguments": {"thinking": "look back", "query": "support group", "roles": ["user"],
+                                                             "limit": 3, "start_date": "", "end_date": "", "request_heartbeat": True}}
+    elif last.startswith("[result of tool"):
+        call = {"name": "send_message", "arguments": {"thinking": "reply", "message": "Noted."}}
+    else:
+        call = {"name": "archival_memory_insert", "arguments": {"thinking": "keep it", "content": last[:200], "tags": [],
+                                                                "request_heartbeat": True}}
+    return json.dumps(call), "stop"
+
+
+@pytest.mark.memgpt_live
+def test_a_repeated_slice_through_real_letta_makes_no_llm_call_and_the_same_predictions(tmp_path):
+    """The one clock end to end: the issue's slice (conv-26, session 1, two questions) through a real Letta server,
+    with a scripted model (tests/fake_openai_server.py) so that no model is needed; run twice against one cache in
+    two results folders, the second run sends the server nothing and predicts the same."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from datetime import datetime, timezone
+
+    from tests.fake_openai_server import MODEL_ID, FakeOpenAIServer
+
+    with FakeOpenAIServer(script=scripted_agent_step) as fake:
+        def run(folder: str) -> dict:
+            command = [sys.executable, "run.py", "experiment=locomo", "system=memgpt", "benchmark.max_sessions=1",
+                       "benchmark.max_questions=2", "llm=openai_compat", f"llm.base_url={fake.url}", f"llm.model={MODEL_ID}",
+                       "llm.api_key_env=null", "logger=none", f"results_dir={tmp_path / folder}", f"cache_dir={tmp_path / 'cache'}"]
+            done = subprocess.run(command, cwd=REPO, env={**os.environ, "WANDB_MODE": "offline", "HF_HUB_OFFLINE": "1"},
+                                  capture_output=True, text=True, timeout=1800)
+            assert done.returncode == 0, done.stderr[-4000:]
+            return json.loads(Path(done.stdout.strip().splitlines()[-1]).read_text())
+
+        first = run("first")
+        calls = fake.calls
+        second = run("second")
+        (tmp_path / "requests.json").write_text(json.dumps({"first": fake.requests[:calls], "second": fake.requests[calls:]}))
+        print(f"\nscripted Letta slice: first run {calls} calls, second run {fake.calls - calls}; "
+              f"turns {first['system_metrics']['prefix_reuse']['turns']}, tool calls {first['system_metrics']['tool_calls']['by_tool']}")
+    assert calls > 18 and fake.calls == calls  # the repeat asked the server nothing
+    assert second["system_metrics"]["tool_calls"]["model_replies"] == 0
+    assert second["system_metrics"]["tool_calls"]["cache_replies"] == first["system_metrics"]["tool_calls"]["model_replies"]
+    predictions = [sorted((r["key"], r["prediction"]) for r in map(json.loads, next((tmp_path / folder).rglob("predictions.jsonl")).read_text().splitlines()))
+                   for folder in ("first", "second")]
+    assert predictions[0] == predictions[1] and len(predictions[0]) == 2
+    sent = json.dumps(fake.requests)
+    today = datetime.now(timezone.utc)
+    assert "May 08, 2023" in sent  # the agent's date is the session's, and the machine's is nowhere
+    assert today.strftime("%B %d, %Y") not in sent and today.strftime("%Y-%m-%d") not in sent
