@@ -81,16 +81,21 @@ def test_sigterm_with_16_generations_in_flight_stops_within_10s(tiny_locomo, tmp
     _recorded(run_dir_for(compose_cfg(overrides)))
 
 
+# run.py's path with a system of the test's own (not a conf/system option): the runner, then run.py's exit
 CHILD = """
 import sys, json
 from omegaconf import OmegaConf, open_dict
 from tests.integration.test_faults import compose_cfg
-from eval.runner import run
+from eval.runner import Terminated, run
+from run import exit_now
 overrides, system = json.loads(sys.argv[1]), json.loads(sys.argv[2])
 cfg = compose_cfg(overrides)
 with open_dict(cfg):
     cfg.system = OmegaConf.create(system)
-run(cfg, overrides=overrides)
+try:
+    run(cfg, overrides=overrides)
+except Terminated as stop:
+    exit_now(int(stop.code))
 """
 
 
