@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from typing import NoReturn
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("MEM0_TELEMETRY", "False")
@@ -22,7 +23,20 @@ from omegaconf import DictConfig
 
 from core.api import HarnessError
 from core.atomic import NO_SPACE, DiskFullError
-from eval.runner import FAILURES_EXIT, failure_line, run
+from eval.runner import FAILURES_EXIT, Terminated, failure_line, run
+
+
+def exit_now(code: int) -> NoReturn:
+    """Leave at once after a stop signal, once the runner has closed the system and the LLM clients and recorded
+    the usage: the interpreter's own teardown (garbage collection of the loaded libraries, joining threads whose
+    calls were aborted) took most of a 10 s stop budget on a busy machine. An open W&B run is finished first."""
+    wandb = sys.modules.get("wandb")
+    if wandb is not None and getattr(wandb, "run", None) is not None:
+        wandb.finish(exit_code=code)
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def disk_full_error(err: BaseException | None) -> OSError | None:
@@ -53,6 +67,10 @@ def main(cfg: DictConfig) -> float | None:
     logging.getLogger("httpx").setLevel(logging.WARNING)
     try:
         metrics = run(cfg, overrides=list(HydraConfig.get().overrides.task))
+    except Terminated as stop:  # SIGTERM: everything is recorded and closed by now
+        exit_now(int(stop.code or 143))
+    except KeyboardInterrupt:
+        exit_now(130)
     except Exception as err:  # the harness's own faults: one line naming the file/URL/key and the fix
         if os.environ.get("HYDRA_FULL_ERROR") == "1":
             raise

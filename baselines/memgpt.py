@@ -41,6 +41,8 @@ from core.paths import file_safe_name
 from core.servers import ManagedProcess
 from core.turn_costs import TurnCosts
 
+from baselines.letta_canonical import LettaClock, LettaRequests
+
 log = logging.getLogger(__name__)
 
 REPO = Path(__file__).resolve().parents[1]
@@ -227,6 +229,7 @@ class _Ledger:
     passage_times: dict[str, str | None] = field(default_factory=dict)
     core_turns: dict[str, list[str]] = field(default_factory=dict)
     failed_turn_ids: list[str] = field(default_factory=list)
+    last_session_time: str | None = None  # the agent's "now" for a question (the latest turn it was sent)
 
 
 class MemGPTMemory:
@@ -242,7 +245,7 @@ class MemGPTMemory:
         ingest_mode: str = "messages",
         answer_mode: str = "shared",
         agent_type: str = "memgpt_agent",
-        context_window: int = 16384,
+        context_window: int = 8192,
         max_tokens: int = 512,
         put_inner_thoughts_in_kwargs: bool = False,
         max_steps: int = 6,
@@ -257,6 +260,8 @@ class MemGPTMemory:
         search_includes_core_memory: bool = True,
         start_timeout_s: float = 600.0,
         request_timeout_s: float = 3600.0,
+        stop_grace_s: float = 3.0,
+        undated_clock: str = "2000-01-01T00:00:00",
     ) -> None:
         if ingest_mode not in ("messages", "archival"):
             raise ValueError(f"system.ingest_mode={ingest_mode!r}: use messages or archival (conf/system/memgpt.yaml)")
@@ -283,10 +288,14 @@ class MemGPTMemory:
         self.search_includes_core_memory = search_includes_core_memory
         self.start_timeout_s = start_timeout_s
         self.request_timeout_s = request_timeout_s
+        self.stop_grace_s = stop_grace_s  # Letta's SIGTERM-to-SIGKILL wait when the run stops
+        self.clock = LettaClock(undated=undated_clock)  # the agent's "now": the session time of the turn it processes
+        self.requests = LettaRequests(self.clock)
+        self._prompt_messages = 0  # messages in the latest request Letta sent (a drop between turns: Letta evicted)
         self.retry = retry_policy(retry)  # tries per tool call (the harness's one retry mechanism, core.llm.RetryPolicy)
         self.tools = ToolCallServer(llm, embedder=embedder, purpose=STEP_PURPOSE, retry=self.retry,
                                    max_tokens_cap=max_tokens, string_max_chars=tool_string_max_chars,
-                                   request_log=str(self.workdir / "tool_requests.jsonl"))
+                                   request_log=str(self.workdir / "tool_requests.jsonl"), canonical_request=self._canonical)
         self.home = self.workdir / "letta_home"
         self.ledger_dir = self.workdir / "memgpt_ledger"
         self.turn_costs = TurnCosts(self.workdir)  # per turn, as it finishes: a stopped run still has its cost
@@ -298,6 +307,12 @@ class MemGPTMemory:
         self.schema_fixed = False
         self.snapshot_method = "export/import"
         self.n_snapshots = 0
+        self._turn_records: list[dict[str, Any]] = []  # per turn sent in this invocation: seconds, tokens, prefix reuse
+
+    def _canonical(self, request: dict[str, Any]) -> dict[str, Any]:
+        """The tool-call layer's hook: Letta's clock at the agent's "now", its lists in a fixed order (baselines.letta_canonical)."""
+        self._prompt_messages = len(request.get("messages", []))
+        return self.requests.canonical(request)
 
     # -- lifecycle --------------------------------------------------------------------------
     @property
@@ -319,7 +334,7 @@ class MemGPTMemory:
             "letta server", [self._letta_path, "server", "--host", "127.0.0.1", "--port", str(port)],
             healthy=lambda: httpx.get(f"{self._base_url}/v1/health/", timeout=5, trust_env=False).status_code == 200,
             log_path=self.workdir / "letta_server.log", env=env, cwd=self.home,  # it writes openapi_letta.json to its cwd
-            start_timeout_s=self.start_timeout_s)
+            start_timeout_s=self.start_timeout_s, stop_grace_s=self.stop_grace_s)
         started = time.perf_counter()
         self._server.start()
         self.start_s = round(time.perf_counter() - started, 1)
@@ -328,6 +343,11 @@ class MemGPTMemory:
         log.info("letta server up in %.0f s on %s (schema fix applied: %s)", self.start_s, self._base_url, self.schema_fixed)
 
     def close(self) -> None:
+        """Stop in the order of calls, waiting for no generation: the tool-call layer refuses new steps and
+        answers the ones in flight with 503 (Letta stops stepping), the adapter drops its request to Letta,
+        Letta gets SIGTERM (SIGKILL after ``stop_grace_s``), then the tool-call server stops. The LLM client
+        is the runner's to close, after this."""
+        self.tools.begin_close()
         if self._http is not None:
             self._http.close()
             self._http = None
@@ -442,13 +462,21 @@ class MemGPTMemory:
             if session_time and not turn.session_time:
                 turn = Turn(turn.turn_id, turn.speaker, turn.text, session_time)
             started, usage_before, failures_before = time.perf_counter(), copy.deepcopy(report.usage), report.failures
+            replies_before = self._reply_counts()
             if self.ingest_mode == "archival":
                 self._add_archival(ledger, turn, report)
             else:
                 self._add_message(ledger, turn, report)
-            self.turn_costs.record(namespace, turn.turn_id, time.perf_counter() - started, usage_since(usage_before, report.usage),
-                                   failures=report.failures - failures_before, mode=self.ingest_mode)  # fmt: skip
+            seconds = time.perf_counter() - started
+            step = {k: v - replies_before[k] for k, v in self._reply_counts().items()}
+            record = {"turn_index": len(ledger.done_turn_ids), "seconds": round(seconds, 3), **step,
+                      "prompt_messages": self._prompt_messages}
+            self._turn_records.append(record)
+            self.turn_costs.record(namespace, turn.turn_id, seconds, usage_since(usage_before, report.usage),
+                                   failures=report.failures - failures_before, mode=self.ingest_mode,
+                                   **{k: v for k, v in record.items() if k != "seconds"})  # fmt: skip
             ledger.done_turn_ids.append(turn.turn_id)
+            ledger.last_session_time = turn.session_time or ledger.last_session_time
             self._save(namespace)
         return report
 
@@ -464,6 +492,7 @@ class MemGPTMemory:
     def _add_message(self, ledger: _Ledger, turn: Turn, report: AddReport) -> None:
         before = self._passages(ledger.agent_id)
         try:
+            self.clock.set(turn.session_time)  # the agent's "now" while it processes this turn
             response = self._send(ledger.agent_id, message_for(turn, self.message_template))
         except (LettaError, httpx.HTTPError) as err:
             log.warning("memgpt: turn %s failed: %s", turn.turn_id, err)
@@ -488,6 +517,7 @@ class MemGPTMemory:
         ledger = self._agent(namespace, None)
         hits: list[Retrieved] = []
         if self.answer_mode == "agent":
+            self.clock.set(ledger.last_session_time)  # a question is asked after the latest turn the agent was sent
             response = self._send(ledger.agent_id, self.question_template.format(question=query))
             hits.append(Retrieved(text=f"The MemGPT agent answered: {assistant_text(response.get('messages', []))}", score=1.0))
         if self.search_includes_core_memory:
@@ -537,6 +567,11 @@ class MemGPTMemory:
         self._ledgers[namespace] = restored
         self._save(namespace)
 
+    def _reply_counts(self) -> dict[str, int]:
+        stats = self.tools.stats
+        return {"model_replies": stats.model_replies, "cache_replies": stats.cache_replies,
+                "prompt_tokens": stats.prompt_tokens, "server_cached_prompt_tokens": stats.server_cached_prompt_tokens}
+
     def metrics(self) -> dict[str, Any]:
         return {
             "ingest_mode": self.ingest_mode,
@@ -553,7 +588,23 @@ class MemGPTMemory:
             "sqlite_schema_fix_applied": self.schema_fixed,
             "snapshot_method": self.snapshot_method,
             "server_start_s": getattr(self, "start_s", None),
+            "context_window": self.context_window,
+            "clock": "session time of the turn being processed (baselines/letta_canonical.py)",
+            "prefix_reuse": prefix_reuse(self._turn_records),
+            "turns_this_invocation": self._turn_records,
         }
+
+
+def prefix_reuse(turns: list[dict[str, Any]]) -> dict[str, Any]:
+    """Over the model's replies (not the response cache's): prompt tokens, how many the server's prefix cache
+    covered, their share, and the seconds per turn against its index (first and second half of the turns, so
+    growth with the index shows without a figure)."""
+    prompt = sum(int(t.get("prompt_tokens", 0)) for t in turns)
+    cached = sum(int(t.get("server_cached_prompt_tokens", 0)) for t in turns)
+    half = len(turns) // 2
+    mean = lambda rows: round(sum(float(t["seconds"]) for t in rows) / len(rows), 2) if rows else None  # noqa: E731
+    return {"prompt_tokens": prompt, "server_cached_prompt_tokens": cached, "share": round(cached / prompt, 4) if prompt else None,
+            "turns": len(turns), "mean_seconds_first_half": mean(turns[:half]), "mean_seconds_second_half": mean(turns[half:])}
 
 
 class LettaError(RuntimeError):

@@ -72,22 +72,47 @@ class Terminated(SystemExit):
 
 @contextmanager
 def sigterm_unwinds() -> Iterator[None]:
-    """Turn the first SIGTERM into ``Terminated`` (exit status 143) while the block runs; a second one kills
-    at once (the default is back in place as soon as the first arrives)."""
+    """Turn the first SIGTERM into ``Terminated`` (exit status 143) and the first Ctrl-C into KeyboardInterrupt
+    while the block runs; a second signal of either kind kills at once (both defaults are back in place as
+    soon as the first arrives). The unwinding closes the system and the LLM clients (``close_in_call_order``),
+    which abort what is in flight, so the first signal ends the run within seconds."""
     if threading.current_thread() is not threading.main_thread():  # signals reach the main thread only
         yield
         return
 
     def unwind(signum: int, _frame: Any) -> None:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        log.warning("SIGTERM: stopping; this invocation's LLM usage is recorded in provenance.json, rerun to resume")
+        for sig in signals:
+            signal.signal(sig, signal.SIG_DFL)
+        name = signal.Signals(signum).name
+        log.warning("%s: stopping; this invocation's LLM usage is recorded in provenance.json, rerun to resume (a second signal kills at once)", name)
+        if signum == signal.SIGINT:
+            raise KeyboardInterrupt
         raise Terminated(128 + signum)
 
-    previous = signal.signal(signal.SIGTERM, unwind)
+    # a SIGINT the shell told us to ignore (a background job of a non-interactive shell) stays ignored
+    signals = [signal.SIGTERM] + ([signal.SIGINT] if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN else [])
+    previous = {sig: signal.signal(sig, unwind) for sig in signals}
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def close_in_call_order(system: Any, *clients: Any) -> None:
+    """Close the system first (it stops the servers it started: Letta, FalkorDB, the tool-call layer, which
+    could otherwise ask for more generations), then each LLM client once (a closed client refuses calls and
+    aborts the ones in flight). A close that fails is logged; the others still run."""
+    seen: set[int] = set()
+    for part in (system, *clients):
+        close = getattr(part, "close", None)
+        if part is None or id(part) in seen or not callable(close):
+            continue
+        seen.add(id(part))
+        try:
+            close()
+        except Exception as err:  # noqa: BLE001 - one failed close must not keep the rest running
+            log.warning("closing %s failed: %s", type(part).__name__, err)
 
 
 def failed_rows(metrics: dict[str, Any]) -> int:
@@ -401,16 +426,15 @@ def _run_locked(cfg: DictConfig, overrides: list[str] | None, run_dir: Path, inp
         raise
     finally:
         try:
-            _record_invocation(provenance, llm, judge_llm, started, ended_by, system)
-        except OSError as err:
-            if ended_by == "finished":
-                raise
-            # the error that stopped the run (say, a row file on a full disk) is the one to report, not this record
-            log.warning("could not record this invocation's usage in %s (%s)", provenance.path, err)
-        for client in {id(llm): llm, id(judge_llm): judge_llm}.values():
-            close = getattr(client, "close", None)
-            if close:
-                close()
+            close_in_call_order(system, llm, judge_llm)
+        finally:
+            try:
+                _record_invocation(provenance, llm, judge_llm, started, ended_by, system)
+            except OSError as err:
+                if ended_by == "finished":
+                    raise
+                # the error that stopped the run (say, a row file on a full disk) is the one to report, not this record
+                log.warning("could not record this invocation's usage in %s (%s)", provenance.path, err)
     _finish(cfg, run_dir, metrics, log_external=True)
     return metrics
 

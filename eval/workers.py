@@ -99,9 +99,12 @@ class Stage:
     def __enter__(self) -> "Stage":
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
         if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)
+            # a stop (SIGTERM, Ctrl-C: not an Exception) does not wait for the work in flight: the runner
+            # closes the LLM clients next, which aborts those calls and so ends the threads within seconds
+            stopping = exc_type is not None and not issubclass(exc_type, Exception)
+            self._pool.shutdown(wait=not stopping, cancel_futures=True)
 
 
 def run_stage(ctx: Any, name: str, fn: Callable[[T], R], items: Sequence[T], workers: int | None = None) -> list[R]:

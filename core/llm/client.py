@@ -117,6 +117,15 @@ class GuardedLLM:
         return getattr(self.llm, name)
 
 
+class ClientClosedError(BaseException):
+    """A call on a closed client (the run is stopping): refused, never sent, never retried, never cached.
+
+    A cancellation, not a failure, so it derives from BaseException as asyncio.CancelledError does: a system
+    that counts an ``LLMError`` (or any ``Exception``) as a failed turn and goes on (MOSAIC's extraction) must
+    not turn a stop into recorded failures while its worker thread winds down; the error ends the unit of work.
+    """
+
+
 class BadResponseError(LLMError):
     """The server answered 200 with something that is not a usable chat completion (retried, never cached)."""
 
@@ -194,7 +203,8 @@ class OpenAICompatClient:
         self.remember_output_faults = remember_output_faults
         self.cache = ResponseCache(cache_path) if cache_path else None
         self.meter = UsageMeter()
-        self._http: httpx.Client | None = None
+        self._http: AbortableHTTP | None = None
+        self._closed = False  # set once by close(); a closed client refuses every call
 
     # -- connection -------------------------------------------------------------------
     @property
@@ -220,11 +230,21 @@ class OpenAICompatClient:
         """Fail now, before any work, when the API key's environment variable is missing."""
         _ = self.api_key
 
-    def _client(self) -> httpx.Client:
-        import httpx
+    @property
+    def closed(self) -> bool:
+        return self._closed
 
+    def refuse_if_closed(self) -> None:
+        """Raise ClientClosedError once ``close()`` was called: the run is stopping, no call may start."""
+        if self._closed:
+            raise ClientClosedError(f"LLM client for model {self._model or '(unnamed)'} is closed (the run is stopping); no further calls")
+
+    def _client(self) -> httpx.Client:
+        from core.llm.abortable import AbortableHTTP
+
+        self.refuse_if_closed()
         if self._http is None:
-            self._http = httpx.Client(
+            self._http = AbortableHTTP(
                 timeout=self.timeout_s, headers={"Authorization": f"Bearer {self.api_key}"}, trust_env=False
             )
             if self.health_timeout_s > 0:
@@ -283,10 +303,11 @@ class OpenAICompatClient:
             for attempt in Retrying(
                 stop=stop_after_attempt(self.max_retries) | stop_after_delay(self.patience_s),
                 wait=wait_exponential(multiplier=self.retry_wait_s, min=self.retry_wait_s, max=30),
-                retry=retry_if_exception(_retryable),
+                retry=retry_if_exception(lambda err: _retryable(err) and not self._closed),
                 reraise=True,
             ):
                 with attempt:
+                    self.refuse_if_closed()  # a retry never starts after close()
                     timeout = max(1.0, min(self.timeout_s, deadline - time.monotonic()))
                     response = client.post(url, json=payload, timeout=timeout)
                     response.raise_for_status()
@@ -338,6 +359,7 @@ class OpenAICompatClient:
         if top_logprobs:
             payload["logprobs"] = True
             payload["top_logprobs"] = top_logprobs
+        self.refuse_if_closed()
         key = ResponseCache.key(payload)
         hit = self.cache.get(key) if self.cache else None
         if hit is not None and OUTPUT_FAULT in hit:
@@ -353,11 +375,13 @@ class OpenAICompatClient:
             url = self.api_base + "/chat/completions"
             try:
                 body, choice = self._post(payload)
-            except httpx.HTTPStatusError as err:
-                raise LLMError(
-                    f"LLM server {url} answered {err.response.status_code}: {err.response.text[:300]!r}; check the server and llm.model"
-                ) from err
             except httpx.HTTPError as err:
+                if self._closed:  # aborted by close(): the generation was abandoned, nothing to record
+                    raise ClientClosedError(f"LLM call to {url} aborted: the client was closed while it ran (the run is stopping)") from err
+                if isinstance(err, httpx.HTTPStatusError):
+                    raise LLMError(
+                        f"LLM server {url} answered {err.response.status_code}: {err.response.text[:300]!r}; check the server and llm.model"
+                    ) from err
                 raise LLMError(
                     f"LLM server {url} unreachable after {self.max_retries} tries within llm.patience_s={self.patience_s:g}s: {err!r}; check the server"
                 ) from err
@@ -409,6 +433,10 @@ class OpenAICompatClient:
         return chat_json_with_retry(self.chat, messages, schema, max_tokens=max_tokens, purpose=purpose, policy=policy)
 
     def close(self) -> None:
-        if self._http is not None:
-            self._http.close()
-            self._http = None
+        """Stop for good: refuse every later call and abort the calls in flight (their threads get a
+        ClientClosedError at once instead of waiting for the server's reply). Safe from any thread, twice."""
+        self._closed = True
+        http, self._http = self._http, None
+        if http is not None:
+            http.abort()
+            http.close()

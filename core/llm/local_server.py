@@ -115,7 +115,10 @@ class LocalLLM(OpenAICompatClient):
         return self._base_url
 
     def start(self) -> None:
+        """Load the model and serve it; refused once ``close()`` was called (a stopping run never starts it again)."""
+        self.refuse_if_closed()
         with self._lock:
+            self.refuse_if_closed()  # closed while another thread held the lock
             if self._server is not None:
                 return
             import xllamacpp
@@ -144,8 +147,12 @@ class LocalLLM(OpenAICompatClient):
             params.n_cache_reuse = self.cache_reuse
             self._configure_speculative(params, xllamacpp)
             log.info("starting local LLM %s on 127.0.0.1:%d", path.name, params.port)
-            self._server = xllamacpp.Server(params)
-            self._base_url = str(self._server.listening_address).rstrip("/")
+            server = xllamacpp.Server(params)
+            if self._closed:  # closed while the model loaded: drop it, start nothing
+                del server
+                self.refuse_if_closed()
+            self._server = server
+            self._base_url = str(server.listening_address).rstrip("/")
 
     def _configure_speculative(self, params: Any, xllamacpp: Any) -> None:
         """Set llama.cpp's speculative decoding from llm.speculative / llm.draft_* (no-op for "none")."""
@@ -164,6 +171,8 @@ class LocalLLM(OpenAICompatClient):
         log.info("speculative decoding: %s (draft_max %d)", self.speculative, self.draft_max)
 
     def close(self) -> None:
+        """Refuse later calls, abort the ones in flight (llama.cpp drops a generation whose client went away),
+        then let the server go. Never waits for a generation, and never takes the start lock: a thread that
+        is starting the model finds the client closed when it is done and drops what it started."""
         super().close()
-        with self._lock:
-            self._server = None  # the server stops when its object is collected
+        self._server = None  # the server stops when its object is collected

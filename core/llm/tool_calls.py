@@ -18,12 +18,14 @@ so libraries that need an OpenAI embedding endpoint (Letta) get one with no netw
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import logging
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from concurrent.futures import Future
 from pathlib import Path
 from dataclasses import dataclass, field
@@ -31,8 +33,8 @@ from typing import Any
 
 import numpy as np
 
-from core.api import ChatResult, LLMClient, LLMOutputError
-from core.llm.client import RetryPolicy
+from core.api import ChatResult, LLMClient, LLMError, LLMOutputError
+from core.llm.client import ClientClosedError, RetryPolicy
 from core.llm.schema_caps import cap_strings
 
 log = logging.getLogger(__name__)
@@ -223,6 +225,31 @@ class ToolCallStats:
     plain_requests: int = 0
     embedding_requests: int = 0
     by_tool: dict[str, int] = field(default_factory=dict)
+    # the replies used, by where they came from: the model (with the prompt tokens the server's prefix cache
+    # covered: usage.prompt_tokens_details.cached_tokens) or the harness's response cache
+    model_replies: int = 0
+    cache_replies: int = 0
+    prompt_tokens: int = 0
+    server_cached_prompt_tokens: int = 0
+    refused_while_closing: int = 0
+
+    def count_reply(self, result: ChatResult) -> None:
+        if result.cached:
+            self.cache_replies += 1
+            return
+        self.model_replies += 1
+        self.prompt_tokens += result.prompt_tokens
+        self.server_cached_prompt_tokens += result.cached_prompt_tokens
+
+
+class ToolServerClosedError(ClientClosedError):
+    """A request that reached the tool-call layer after ``close()`` began: answered 503, never sent to the LLM."""
+
+
+# Longest wait for the HTTP server's own shutdown once every handler has answered (seconds).
+STOP_GRACE_S = 2.0
+# How often a request handler looks whether the server is closing while its LLM call runs (seconds).
+CLOSING_POLL_S = 0.2
 
 
 class ToolCallServer:
@@ -247,8 +274,13 @@ class ToolCallServer:
         string_max_chars: int | None = None,
         model_name: str | None = None,
         request_log: str | None = None,
+        canonical_request: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
     ) -> None:
         self.llm = llm
+        # applied to each request before anything reads it (cache key, prompt): what a client varies from run to
+        # run without meaning (Letta's clock readings, its order of blocks and tools) made canonical, so the same
+        # request is asked the same way
+        self.canonical_request = canonical_request
         self.request_log = Path(request_log) if request_log else None  # JSONL of tool requests and replies, for audits
         self.embedder = embedder
         self.purpose = purpose
@@ -261,6 +293,7 @@ class ToolCallServer:
         self.stats = ToolCallStats()
         self._stats_lock = threading.Lock()
         self._in_flight: dict[str, Future] = {}
+        self._closing = threading.Event()
         self._server: Any = None
         self._thread: threading.Thread | None = None
         self.port: int | None = None
@@ -294,7 +327,20 @@ class ToolCallServer:
             with self._stats_lock:
                 self._in_flight.pop(key, None)
 
+    def _refuse_if_closing(self) -> None:
+        if self._closing.is_set():
+            with self._stats_lock:
+                self.stats.refused_while_closing += 1
+            raise ToolServerClosedError("the tool-call server is closing (the run is stopping); request refused, nothing sent to the LLM")
+
+    def _count(self, result: ChatResult) -> None:
+        with self._stats_lock:
+            self.stats.count_reply(result)
+
     def _complete(self, request: dict[str, Any]) -> dict[str, Any]:
+        self._refuse_if_closing()
+        if self.canonical_request is not None:
+            request = self.canonical_request(request)
         max_tokens = int(request.get("max_tokens") or request.get("max_completion_tokens") or self.default_max_tokens)
         if self.max_tokens_cap:
             max_tokens = min(max_tokens, self.max_tokens_cap)
@@ -307,6 +353,7 @@ class ToolCallServer:
                 self.stats.plain_requests += 1
             result = self.llm.chat(flatten_messages(request.get("messages", []), None), max_tokens=max_tokens,
                                    temperature=temperature, seed=seed, purpose=self.purpose)
+            self._count(result)
             return completion_body(self.model_name, result, None, None)
         callable_tools = allowed_tools(tools, tool_choice)
         allow_text = tool_choice == "auto"
@@ -317,11 +364,13 @@ class ToolCallServer:
         for attempt in range(self.attempts):
             # A reply the client itself refuses (cut off at max_tokens, not JSON) is retried like one that parses but
             # breaks the tool's schema, with the retry's own sampling (RetryPolicy: greedy decoding loops the same way).
+            self._refuse_if_closing()  # a retry never starts once the server is closing
             try:
                 try_temperature, try_seed = self.retry.sampling(attempt, temperature, seed)
                 result = self.llm.chat(messages, response_schema=schema, max_tokens=max_tokens, temperature=try_temperature,
                                        seed=try_seed, purpose=self.purpose)
                 last_text = result.text
+                self._count(result)
                 name, arguments = parse_tool_call(result.text, callable_tools, allow_text)
             except LLMOutputError as err:
                 last = err
@@ -372,21 +421,41 @@ class ToolCallServer:
         from starlette.responses import JSONResponse
         from starlette.routing import Route
 
+        def closing() -> JSONResponse:
+            return JSONResponse({"error": {"message": "the tool-call server is closing (the run is stopping)", "type": "closing"}}, 503)
+
+        async def unless_closing(fn: Callable[[dict[str, Any]], dict[str, Any]], body: dict[str, Any]) -> dict[str, Any] | None:
+            """``fn(body)`` on a worker thread; None as soon as the server is closing (the thread is abandoned:
+            closing the LLM client aborts its call) rather than waiting for a generation nobody needs."""
+            if self._closing.is_set():
+                return None
+            task = asyncio.ensure_future(run_in_threadpool(fn, body))
+            while not task.done():
+                await asyncio.wait({task}, timeout=CLOSING_POLL_S)
+                if self._closing.is_set() and not task.done():
+                    task.add_done_callback(lambda t: t.cancelled() or t.exception())  # its error is nobody's now
+                    return None
+            return task.result()
+
         async def chat(request: Request) -> JSONResponse:
             body = await request.json()
             if body.get("stream"):
                 return JSONResponse({"error": {"message": "streaming is not supported by the tool-call layer; send stream=false"}}, 400)
             try:
-                return JSONResponse(await run_in_threadpool(self.complete, body))
+                reply = await unless_closing(self.complete, body)
             except (LLMOutputError, ValueError) as err:
                 return JSONResponse({"error": {"message": str(err), "type": "invalid_response"}}, 502)
+            except (LLMError, ClientClosedError) as err:  # the LLM server unreachable, or the run stopping: not the model's fault
+                return JSONResponse({"error": {"message": str(err), "type": "unavailable"}}, 503)
+            return closing() if reply is None else JSONResponse(reply)
 
         async def embeddings(request: Request) -> JSONResponse:
             body = await request.json()
             try:
-                return JSONResponse(await run_in_threadpool(self.embed, body))
+                reply = await unless_closing(self.embed, body)
             except LLMOutputError as err:
                 return JSONResponse({"error": {"message": str(err)}}, 400)
+            return closing() if reply is None else JSONResponse(reply)
 
         async def models(request: Request) -> JSONResponse:
             ids = [self.model_name] + ([self.embedder.model_id] if self.embedder is not None else [])
@@ -412,12 +481,14 @@ class ToolCallServer:
         """Serve on a free loopback port in a daemon thread; returns once the server accepts requests."""
         if self._server is not None:
             return
+        self._refuse_if_closing()
         import uvicorn
 
         from core.llm.local_server import free_port
 
         self.port = free_port()
-        config = uvicorn.Config(self.app(), host="127.0.0.1", port=self.port, log_level="warning", access_log=False)
+        config = uvicorn.Config(self.app(), host="127.0.0.1", port=self.port, log_level="warning", access_log=False,
+                                timeout_graceful_shutdown=STOP_GRACE_S)
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._server.run, name="tool-call-server", daemon=True)
         self._thread.start()
@@ -429,11 +500,21 @@ class ToolCallServer:
             time.sleep(0.05)
         log.info("tool-call server on %s (backend %s)", f"http://127.0.0.1:{self.port}/v1", self.model_name)
 
+    def begin_close(self) -> None:
+        """Refuse every new request and answer the ones in flight with 503 at once (their LLM calls are
+        abandoned, not waited for): the client (Letta) stops stepping, so it can itself stop quickly."""
+        self._closing.set()
+
     def close(self) -> None:
+        """``begin_close``, then stop serving; waits at most ``STOP_GRACE_S`` for the server thread."""
+        self.begin_close()
         if self._server is not None:
             self._server.should_exit = True
             if self._thread is not None:
-                self._thread.join(timeout=10)
+                self._thread.join(timeout=STOP_GRACE_S + 1)
+                if self._thread.is_alive():
+                    self._server.force_exit = True
+                    log.warning("tool-call server on port %s did not stop within %.0f s; left to exit with the process", self.port, STOP_GRACE_S + 1)
         self._server = None
         self._thread = None
 

@@ -1,0 +1,124 @@
+"""The first SIGTERM stops a run within 10 s with generations in flight, starts nothing after the signal,
+records the invocation's usage and leaves no process behind.
+
+Two shapes, both against a fault server whose generations take minutes (tests/fake_openai_server.py,
+``hang``), on the tiny LoCoMo slice of test_faults (conv-26, a dev conversation, session 1):
+
+* ``run.workers=16``: sixteen answer calls in flight at once (``system=rag``);
+* the tool-call path: an agent server in its own process (tests/fake_agent.py, Letta's shape: it finishes
+  the messages in flight before it exits on SIGTERM, and steps on after a failed step) asks the tool-call
+  layer, whose worker thread waits on the LLM.
+No real LLM.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.fake_openai_server import FakeOpenAIServer
+from tests.integration.test_faults import REPO, compose_cfg, embed_cache, overrides_for, run_py, tiny_locomo  # noqa: F401 - fixtures
+from eval.runner import run_dir_for
+
+pytestmark = pytest.mark.integration
+
+HANG_S = 120.0  # a generation much longer than the 10 s a stop may take
+STOP_LIMIT_S = 10.0
+# every wait on the server is longer than the generation, so only closing can end it early
+SLOW = ["llm.timeout_s=300", "llm.patience_s=600"]
+
+
+def _wait_for_calls(server: FakeOpenAIServer, n: int, proc: subprocess.Popen, timeout_s: float = 180.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while server.calls < n and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.2)
+    if server.calls < n:
+        proc.kill()
+        out, err = proc.communicate()
+        pytest.fail(f"only {server.calls} of {n} calls reached the server: {err[-3000:]}")
+
+
+def _stop(proc: subprocess.Popen, server: FakeOpenAIServer) -> tuple[float, int, str]:
+    """SIGTERM; (seconds to exit, calls that reached the server after the signal, stderr)."""
+    calls = server.calls
+    started = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    try:
+        _, err = proc.communicate(timeout=STOP_LIMIT_S)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        _, err = proc.communicate()
+        pytest.fail(f"still running {STOP_LIMIT_S:.0f} s after SIGTERM: {err[-3000:]}")
+    seconds = time.monotonic() - started
+    time.sleep(1.0)  # anything started late would have reached the server by now
+    return seconds, server.calls - calls, err
+
+
+def _recorded(folder: Path) -> dict:
+    invocation = json.loads((folder / "provenance.json").read_text())["invocations"][-1]
+    assert invocation["ended_by"] == "Terminated" and "llm_usage" in invocation
+    assert not (folder / "metrics.json").exists()
+    return invocation
+
+
+def test_sigterm_with_16_generations_in_flight_stops_within_10s(tiny_locomo, tmp_path, embed_cache):  # noqa: F811
+    with FakeOpenAIServer(mode="hang", hang_s=HANG_S) as slow:
+        overrides = overrides_for(slow.url, tiny_locomo, tmp_path, embed_cache, "run.workers=16", "benchmark.max_questions=16",
+                                  "benchmark.evidence_in_ingested_only=false", *SLOW)
+        proc = run_py(overrides, popen=True)
+        _wait_for_calls(slow, 16, proc)
+        seconds, late_calls, err = _stop(proc, slow)
+    print(f"\n16 in flight: exit {proc.returncode} after {seconds:.1f} s, {late_calls} calls after the signal")
+    assert proc.returncode == 143, err[-3000:]
+    assert seconds < STOP_LIMIT_S and late_calls == 0
+    _recorded(run_dir_for(compose_cfg(overrides)))
+
+
+# run.py's path with a system of the test's own (not a conf/system option): the runner, then run.py's exit
+CHILD = """
+import sys, json
+from omegaconf import OmegaConf, open_dict
+from tests.integration.test_faults import compose_cfg
+from eval.runner import Terminated, run
+from run import exit_now
+overrides, system = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+cfg = compose_cfg(overrides)
+with open_dict(cfg):
+    cfg.system = OmegaConf.create(system)
+try:
+    run(cfg, overrides=overrides)
+except Terminated as stop:
+    exit_now(int(stop.code))
+"""
+
+
+def test_sigterm_with_a_tool_call_in_flight_stops_within_10s(tiny_locomo, tmp_path, embed_cache):  # noqa: F811
+    # the agent server gets ManagedProcess's default 10 s between SIGTERM and SIGKILL: it must stop by itself,
+    # which it can only do once its step in flight is answered
+    system = {"_target_": "tests.fake_agent.ToolCallingAgent", "name": "fake_agent", "steps": 3, "stop_grace_s": 10.0}
+    with FakeOpenAIServer(mode="hang", hang_s=HANG_S) as slow:
+        overrides = overrides_for(slow.url, tiny_locomo, tmp_path, embed_cache, *SLOW)
+        env = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1"}
+        proc = subprocess.Popen([sys.executable, "-c", CHILD, json.dumps(overrides), json.dumps(system)], cwd=REPO, env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        _wait_for_calls(slow, 1, proc)
+        seconds, late_calls, err = _stop(proc, slow)
+    print(f"\ntool-call path: exit {proc.returncode} after {seconds:.1f} s, {late_calls} calls after the signal")
+    assert proc.returncode == 143, err[-3000:]
+    assert seconds < STOP_LIMIT_S and late_calls == 0
+    assert "did not stop within" not in err  # stopped by itself, not killed
+    cfg = compose_cfg(overrides)
+    folder = next((tmp_path / "results" / "runs" / "locomo" / "fake_agent").glob("*/*"))
+    assert folder.parent.name == str(cfg.ablation_name)
+    _recorded(folder)
+    agent_log = (folder / "system" / "fake_agent.log").read_text()
+    pid = int(agent_log.split("pid ")[1].split()[0])
+    with pytest.raises(ProcessLookupError):  # the agent server is gone, not left to its owner-watch loop
+        os.kill(pid, 0)
