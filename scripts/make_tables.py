@@ -28,8 +28,10 @@ import pandas as pd
 from hydra.utils import get_class
 
 from eval.benchmarks.locomo import slice_label
+from eval.benchmarks.locomo.retrieval import is_retrieval_only
 from eval.decomposition import decomposition_table
 from eval.publishing import provenance_flags
+from eval.retrieval_table import recall_curves, retrieval_table
 from eval.tables import to_markdown, write_tables
 
 REPO = Path(__file__).resolve().parents[1]
@@ -43,8 +45,9 @@ def _field(metrics: dict[str, Any], name: str) -> Any:
     return metrics.get("metadata", {}).get(name) or metrics.get(name)
 
 
-def load_runs(root: Path) -> dict[str, list[dict[str, Any]]]:
-    """metrics.json files under ``root`` grouped by benchmark name (sorted by path: stable tables)."""
+def load_runs(root: Path, retrieval_only: bool = False) -> dict[str, list[dict[str, Any]]]:
+    """metrics.json files under ``root`` grouped by benchmark name (sorted by path: stable tables): the full runs, or
+    with ``retrieval_only`` the retrieval-only runs (no answers, no judge: their own table, retrieval.md)."""
     groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for path in sorted(root.rglob("metrics.json")):
         try:
@@ -54,7 +57,8 @@ def load_runs(root: Path) -> dict[str, list[dict[str, Any]]]:
         if not _field(metrics, "benchmark_target") or not _field(metrics, "benchmark"):
             raise SystemExit(f"{path}: missing `benchmark` / `benchmark_target` (written by eval.runner)")
         metrics["_path"] = str(path)
-        groups[_field(metrics, "benchmark")].append(metrics)
+        if is_retrieval_only(metrics) == retrieval_only:
+            groups[_field(metrics, "benchmark")].append(metrics)
     return groups
 
 
@@ -158,6 +162,12 @@ def main(argv: list[str] | None = None) -> int:
     decomposition = decomposition_table(load_runs(args.root), slice_label)  # issue 39: extractor or organisation
     write_tables(decomposition, args.out / "decomposition")
     tables["decomposition"] = to_markdown(decomposition)
+    retrieval = load_runs(args.root, retrieval_only=True).get("locomo", [])
+    if retrieval:
+        table = retrieval_table(retrieval)
+        write_tables(table, args.out / "retrieval")
+        tables["retrieval"] = to_markdown(table)
+        recall_curves(retrieval, args.out / "retrieval_recall_at_k.png")
     scaling = scaling_table()
     if not scaling.empty:
         write_tables(scaling, args.out / "scaling")

@@ -1,0 +1,165 @@
+"""Tables and a figure from retrieval-only runs (``benchmark.stages=[ingest, retrieve]``): evidence recall@10 per
+row and category with its bootstrap CI, the paired difference to a named base row over the same questions, and
+what each row cost (LLM calls, tokens, wall time); recall@k curves as a PNG.
+
+Why its own module: a retrieval-only run has no answers and no judge, so it is never a Table 1 row; its numbers
+come from its ``metrics.json`` and, for paired differences and the curves, from its ``retrievals.jsonl`` (per
+question, ranked source ids), read here with no LLM. ``scripts/make_tables.py`` writes
+``results/tables/retrieval.md`` (and .csv/.tex) and ``results/tables/retrieval_recall_at_k.png`` with it.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from eval.benchmarks.locomo.retrieval import ADVERSARIAL, LEVELS, is_retrieval_only
+from eval.compare import paired_difference
+from eval.metrics import bootstrap_ci, format_ci
+from eval.retrieval_metrics import question_scores, ranked_units
+from eval.rows import read_rows
+from eval.tables import row_label
+
+# The row every other is compared with: rag over the same gold facts MOSAIC's oracle extractor receives
+# (issue 39's decomposition), so a difference is what MOSAIC's organisation adds over flat retrieval.
+BASE_ROW = ("rag", "oracle_facts")
+HEADLINE_K = 10
+LEVEL = "turn"
+
+
+def _meta(m: dict[str, Any]) -> dict[str, Any]:
+    return m.get("metadata", {})
+
+
+def run_label(m: dict[str, Any]) -> str:
+    """The row's name: what it measures (``eval.tables.row_label``), marked retrieval only."""
+    return f"{row_label(m)} [retrieval only]"
+
+
+def slice_of(m: dict[str, Any]) -> str:
+    chosen = m.get("slice", {})
+    return f"{chosen.get('conversations_selected', '?')} conv, {chosen.get('questions_selected', '?')} q"
+
+
+def wall_seconds(m: dict[str, Any]) -> float | None:
+    """Wall time over every invocation of the run folder (provenance.json), else the last invocation's."""
+    folder = Path(m.get("_path", "")).parent
+    record = folder / "provenance.json"
+    if record.is_file():
+        calls = json.loads(record.read_text(encoding="utf-8")).get("invocations", [])
+        walls = [c.get("wall_s") for c in calls if c.get("wall_s") is not None]
+        if walls:
+            return float(sum(walls))
+    return _meta(m).get("wall_s_this_invocation")
+
+
+def question_recall(m: dict[str, Any], k: int = HEADLINE_K, level: str = LEVEL) -> dict[str, tuple[int, float]]:
+    """question key -> (category, recall@k) from the run's retrievals.jsonl; {} when the folder lacks it."""
+    path = Path(m.get("_path", "")).parent / "retrievals.jsonl"
+    if not path.is_file():
+        return {}
+    unit = LEVELS[level]
+    out = {}
+    for r in read_rows(path):
+        gold = {unit(e) if unit else e for e in r["evidence"]}
+        s = question_scores(gold, ranked_units(r["retrieved_ids"], unit), [k], k)
+        if s is not None:
+            out[r["key"]] = (int(r["category"]), s[f"recall@{k}"])
+    return out
+
+
+def _base_for(m: dict[str, Any], runs: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The base row of ``m``'s slice: rag over oracle facts with no system.* override, same slice."""
+    for other in runs:
+        meta = _meta(other)
+        plain = not any(str(o).startswith("system.") for o in meta.get("overrides", []))
+        if (meta.get("system"), meta.get("ablation")) == BASE_ROW and plain and slice_of(other) == slice_of(m):
+            return other
+    return None
+
+
+def _difference(m_rec: dict[str, tuple[int, float]], base_rec: dict[str, tuple[int, float]], category: int | None, n_boot: int, seed: int) -> str:
+    pick = (lambda c: c != ADVERSARIAL) if category is None else (lambda c: c == category)
+    base = {k: v for k, (c, v) in base_rec.items() if pick(c)}
+    other = {k: v for k, (c, v) in m_rec.items() if pick(c)}
+    stat = paired_difference(base, other, n_boot, seed)
+    if stat.get("mean") is None:
+        return ""
+    return f"{stat['mean'] * 100:+.1f} [{stat['ci_low'] * 100:+.1f}, {stat['ci_high'] * 100:+.1f}]"
+
+
+def retrieval_table(metrics_list: list[dict[str, Any]], level: str = LEVEL, k: int = HEADLINE_K) -> pd.DataFrame:
+    """Rows x categories: recall@k x100 [95% CI], and below it (its own column) the paired difference to the base
+    row over the same questions; then any-hit@k and NDCG@10 overall and the row's costs."""
+    runs = [m for m in metrics_list if is_retrieval_only(m)]
+    if not runs:
+        return pd.DataFrame()
+    labels_by = runs[0].get("category_labels_by_convention") or {runs[0].get("convention", "locomo"): runs[0].get("category_labels", {})}
+    categories = sorted({c for m in runs for c in m["retrieval"][level]["per_category"]}, key=int)
+    recalls = {id(m): question_recall(m, k, level) for m in runs}
+    rows = []
+    for m in runs:
+        meta, stats = _meta(m), m["retrieval"][level]
+        base = _base_for(m, runs)
+        usage = meta.get("llm_usage") or {}
+        row: dict[str, Any] = {"row": run_label(m), "slice": slice_of(m)}
+        for name, cell in [("overall (no cat. 5)", stats["overall"]), *[(c, stats["per_category"].get(c, {})) for c in categories]]:
+            title = name if name.startswith("overall") else " / ".join(f"{conv}: {labels[name]}" for conv, labels in labels_by.items() if name in labels)
+            title = title if name.startswith("overall") else f"{name} ({title})"
+            row[f"{title} recall@{k}"] = format_ci(cell.get(f"recall@{k}"))
+            if base is not None and base is not m:
+                row[f"{title} diff to base"] = _difference(recalls[id(m)], recalls[id(base)], None if name.startswith("overall") else int(name),
+                                                           1000, 0)  # fmt: skip
+            else:
+                row[f"{title} diff to base"] = "base" if base is m else ""
+        row[f"any-hit@{k}"] = format_ci(stats["overall"].get(f"any_hit@{k}"))
+        ndcg_k = m["retrieval"].get("ndcg_k", 10)
+        row[f"NDCG@{ndcg_k}"] = format_ci(stats["overall"].get(f"ndcg@{ndcg_k}"))
+        row["LLM calls"] = usage.get("calls", "")
+        row["LLM tokens"] = (usage.get("prompt_tokens") or 0) + (usage.get("completion_tokens") or 0) if usage else ""
+        wall = wall_seconds(m)
+        row["wall time (s)"] = f"{wall:.0f}" if wall is not None else ""
+        rows.append(row)
+    table = pd.DataFrame(rows)
+    table.attrs["caption"] = (
+        f"Retrieval only (benchmark.stages=[ingest, retrieve]; no answerer, no judge): evidence recall@{k} at {level} level "
+        f"x100 [95% bootstrap CI] over the questions with evidence; category 5 (adversarial) apart and out of 'overall'. "
+        f"'diff to base': paired difference (points) to rag over oracle facts (rag / oracle_facts) of the same slice, paired "
+        f"bootstrap over the same questions. Categories by both LoCoMo conventions. Costs: every invocation of the run folder."
+    )
+    return table
+
+
+def recall_curves(runs: list[dict[str, Any]], path: Path, level: str = LEVEL) -> Path | None:
+    """recall@k for k = 1..depth, one line per row (overall, category 5 out), at ``level``; the PNG's path."""
+    runs = [m for m in runs if is_retrieval_only(m)]
+    if not runs:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 5), sharey=True)
+    for ax, lvl in zip(axes, ("turn", "session")):
+        for m in runs:
+            depth = int(m.get("retrieval_depth") or max(m["retrieval"]["ks"]))
+            ks = list(range(1, depth + 1))
+            means = []
+            for k in ks:
+                values = [v for c, v in question_recall(m, k, lvl).values() if c != ADVERSARIAL]
+                means.append(100 * (bootstrap_ci(values, 1, 0)["mean"] or 0.0))
+            ax.plot(ks, means, marker=".", label=f"{run_label(m)} ({slice_of(m)})")
+        ax.set_xlabel("k (retrieved items)")
+        ax.set_title(f"{lvl} level")
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("evidence recall@k x100 (categories 1-4)")
+    axes[1].legend(fontsize=6, loc="lower right")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
