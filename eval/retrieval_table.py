@@ -163,3 +163,71 @@ def recall_curves(runs: list[dict[str, Any]], path: Path, level: str = LEVEL) ->
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
+
+
+def _halumem_user_file(m: dict[str, Any]) -> str:
+    """Which HaluMem file a run read, e.g. ``halumem_medium_user0.jsonl`` (else its variant)."""
+    return str(m.get("user_file") or m.get("variant", "?"))
+
+
+def halumem_question_recall(m: dict[str, Any], level: str, k: int = HEADLINE_K) -> dict[str, float]:
+    """question key -> evidence recall@k at ``level`` (fact or session) from halumem_retrievals.jsonl."""
+    from eval.benchmarks.halumem.retrieval import session_of_id
+
+    path = Path(m.get("_path", "")).parent / "halumem_retrievals.jsonl"
+    if not path.is_file():
+        return {}
+    out = {}
+    for r in read_rows(path):
+        if r.get("kind") != "qa":
+            continue
+        if level == "fact":
+            gold, items = set(r["evidence_fact_ids"]), [{f} if f else set() for f in r["retrieved_fact_ids"]]
+        else:
+            gold, items = {session_of_id(f) for f in r["evidence_fact_ids"]}, [set(s) for s in r["retrieved_sessions"]]
+        s = question_scores(gold, items, [k], k)
+        if s is not None:
+            out[r["key"]] = s[f"recall@{k}"]
+    return out
+
+
+def halumem_retrieval_table(metrics_list: list[dict[str, Any]], k: int = HEADLINE_K) -> pd.DataFrame:
+    """One row per retrieval-only HaluMem run: question evidence recall@k (fact level for rows whose items carry gold
+    fact ids, session level for all) with the paired difference to rag over oracle facts on the same user file, and the
+    update-ranking outcomes (current version returned, replaced version returned, current ranked first)."""
+    runs = [m for m in metrics_list if tuple(m.get("stages") or ()) == ("ingest", "retrieve")]
+    rows = []
+    for m in runs:
+        meta, stats = _meta(m), m["retrieval"]
+        base = next((b for b in runs if (_meta(b).get("system"), _meta(b).get("ablation")) == BASE_ROW
+                     and _halumem_user_file(b) == _halumem_user_file(m)
+                     and not any(str(o).startswith("system.") for o in _meta(b).get("overrides", []))), None)  # fmt: skip
+        usage = meta.get("llm_usage") or {}
+        row: dict[str, Any] = {"row": run_label(m), "user file": _halumem_user_file(m), "questions": m.get("counts", {}).get("questions"),
+                               "update points": m.get("counts", {}).get("update_points")}  # fmt: skip
+        for level in ("fact", "session"):
+            cell = (stats.get(level) or {}).get("overall", {})
+            row[f"QA evidence recall@{k} ({level})"] = format_ci(cell.get(f"recall@{k}"))
+            if base is not None and base is not m and level in stats:
+                diff = paired_difference(halumem_question_recall(base, level, k), halumem_question_recall(m, level, k), 1000, 0)
+                row[f"diff to base ({level})"] = (f"{diff['mean'] * 100:+.1f} [{diff['ci_low'] * 100:+.1f}, {diff['ci_high'] * 100:+.1f}]"
+                                                  if diff.get("ci_low") is not None else "")  # fmt: skip
+            else:
+                row[f"diff to base ({level})"] = "base" if base is m else ""
+            updates = (stats.get(level) or {}).get("updates", {})
+            for name in ("current_first", "replaced_returned"):
+                row[f"updates {name.replace('_', ' ')} ({level})"] = format_ci(updates.get(name))
+        row["LLM calls"] = usage.get("calls", "")
+        wall = wall_seconds(m)
+        row["wall time (s)"] = f"{wall:.0f}" if wall is not None else ""
+        rows.append(row)
+    table = pd.DataFrame(rows)
+    table.attrs["caption"] = (
+        f"HaluMem, retrieval only (no answerer, no judge): question evidence recall@{k} x100 [95% bootstrap CI] by gold fact id "
+        "(rows whose items carry one: oracle rows) and by session (every row); 'diff to base': paired difference to rag over "
+        "oracle facts on the same user. Updates: each gold update point searched with its own content (update_k results): "
+        "'current first' = the point itself is returned above the memory it replaces (or that one is not returned), "
+        "'replaced returned' = the replaced memory comes back at all (lower is better); session level compares the point's "
+        "session with the replaced memory's earlier session."
+    )
+    return table

@@ -31,7 +31,7 @@ from eval.benchmarks.locomo import slice_label
 from eval.benchmarks.locomo.retrieval import is_retrieval_only
 from eval.decomposition import decomposition_table
 from eval.publishing import provenance_flags
-from eval.retrieval_table import recall_curves, retrieval_table
+from eval.retrieval_table import halumem_retrieval_table, recall_curves, retrieval_table
 from eval.tables import to_markdown, write_tables
 
 REPO = Path(__file__).resolve().parents[1]
@@ -162,7 +162,13 @@ def main(argv: list[str] | None = None) -> int:
     decomposition = decomposition_table(load_runs(args.root), slice_label)  # issue 39: extractor or organisation
     write_tables(decomposition, args.out / "decomposition")
     tables["decomposition"] = to_markdown(decomposition)
-    retrieval = load_runs(args.root, retrieval_only=True).get("locomo", [])
+    retrieval_runs = load_runs(args.root, retrieval_only=True)
+    halumem_retrieval = retrieval_runs.get("halumem", [])
+    if halumem_retrieval:
+        table = halumem_retrieval_table(halumem_retrieval)
+        write_tables(table, args.out / "retrieval_halumem")
+        tables["retrieval_halumem"] = to_markdown(table)
+    retrieval = retrieval_runs.get("locomo", [])
     if retrieval:
         table = retrieval_table(retrieval)
         write_tables(table, args.out / "retrieval")

@@ -48,6 +48,7 @@ from core.config_check import ConfigKeyError
 from eval.benchmarks.halumem.clarify import CLARIFY_TABLES, clarify_metrics, clarify_session
 from eval.benchmarks.halumem.data import HUB_REPO, HaluMemUser, Session, halumem_time_to_iso, load_halumem_hub, load_halumem_jsonl
 from eval.benchmarks.halumem.judge import HaluMemJudge, Verdict
+from eval.benchmarks.halumem.retrieval import RETRIEVAL_STAGES, run_halumem_retrieval
 from eval.benchmarks.halumem.metrics import by_memory_type, by_question_type, extraction_metrics, label_metrics
 from eval.benchmarks.halumem.table import make_table
 from eval.benchmarks.halumem.update_links import fact_id_of, link_session, update_link_metrics
@@ -138,6 +139,8 @@ class HaluMemBenchmark:
     oracle_facts: bool = False  # attach the session's gold memory points to its last turn (oracle-extractor study)
     link_held_similarity: float = 0.8  # update links: cosine at which a held memory is what an update replaces
     link_new_similarity: float = 0.6  # update links, model-extracted runs: cosine for an event's new item to be a gold point
+    # the full run, or [ingest, retrieve]: searches only, no answers or verdicts (eval/benchmarks/halumem/retrieval.py)
+    stages: Sequence[str] = ("ingest", "retrieve", "answer", "judge")
     _users: list[HaluMemUser] | None = field(default=None, repr=False)
 
     @property
@@ -166,6 +169,8 @@ class HaluMemBenchmark:
             raise ConfigKeyError(f"benchmark.clarify={self.clarify!r}: must be off or oracle")
         if self.extraction_source not in ("auto", "inspect", "report", "none"):
             raise ConfigKeyError(f"benchmark.extraction_source={self.extraction_source!r}: must be auto, inspect, report or none")
+        if tuple(self.stages) not in (("ingest", "retrieve", "answer", "judge"), RETRIEVAL_STAGES):
+            raise ConfigKeyError(f"benchmark.stages={list(self.stages)}: choose [ingest, retrieve, answer, judge] (the full run) or [ingest, retrieve] (retrieval only)")
         if self.path:
             load_halumem_jsonl(self.path)
 
@@ -181,6 +186,8 @@ class HaluMemBenchmark:
 
     # -- running ----------------------------------------------------------------------------
     def run(self, system: MemorySystem, ctx: RunContext) -> dict[str, Any]:
+        if tuple(self.stages) == RETRIEVAL_STAGES:
+            return run_halumem_retrieval(self, system, ctx)
         users = self.load(ctx)
         judge = HaluMemJudge(ctx.judge.llm, max_tokens=self.judge_max_tokens, attempts=self.judge_attempts)  # the run's judge model, HaluMem's rubrics
         mode = self._extraction_mode(system)
@@ -451,4 +458,11 @@ class HaluMemBenchmark:
             **({"clarify": clarify_metrics(self, rows, extraction_mode)} if self.clarify != "off" else {}),
         }
 
-    make_table = staticmethod(make_table)  # Table 2 (eval.benchmarks.halumem.table); scripts/make_tables.py calls it
+    @staticmethod
+    def make_table(metrics_list: list[dict[str, Any]], *args: Any, **kwargs: Any) -> Any:
+        """Table 2 (eval.benchmarks.halumem.table); scripts/make_tables.py calls it. Retrieval-only runs: their own table."""
+        if metrics_list and all(tuple(m.get("stages") or ()) == RETRIEVAL_STAGES for m in metrics_list):
+            from eval.retrieval_table import halumem_retrieval_table
+
+            return halumem_retrieval_table(metrics_list)
+        return make_table(metrics_list, *args, **kwargs)
