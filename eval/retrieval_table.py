@@ -85,10 +85,30 @@ def _difference(m_rec: dict[str, tuple[int, float]], base_rec: dict[str, tuple[i
     pick = (lambda c: c != ADVERSARIAL) if category is None else (lambda c: c == category)
     base = {k: v for k, (c, v) in base_rec.items() if pick(c)}
     other = {k: v for k, (c, v) in m_rec.items() if pick(c)}
-    stat = paired_difference(base, other, n_boot, seed)
-    if stat.get("mean") is None:
+    return diff_cell(paired_difference(base, other, n_boot, seed))
+
+
+def diff_cell(stat: dict[str, Any]) -> str:
+    """A paired difference in points with its CI, ``+1.2 [-0.4, +2.9]``; empty when undefined."""
+    if stat.get("mean") is None or stat.get("ci_low") is None:
         return ""
     return f"{stat['mean'] * 100:+.1f} [{stat['ci_low'] * 100:+.1f}, {stat['ci_high'] * 100:+.1f}]"
+
+
+def cost_columns(m: dict[str, Any]) -> dict[str, Any]:
+    """What a row cost: LLM calls and tokens (every invocation) and wall time (every invocation)."""
+    usage = _meta(m).get("llm_usage") or {}
+    wall = wall_seconds(m)
+    return {"LLM calls": usage.get("calls", ""),
+            "LLM tokens": (usage.get("prompt_tokens") or 0) + (usage.get("completion_tokens") or 0) if usage else "",
+            "wall time (s)": f"{wall:.0f}" if wall is not None else ""}  # fmt: skip
+
+
+def _category_title(category: str, labels_by: dict[str, dict[str, str]], convention: str) -> str:
+    """``cat. 1 multi-hop (mem0: single-hop)``: the run's convention first, the other in brackets."""
+    own = labels_by.get(convention, {}).get(category, "?")
+    others = [f"{name}: {labels[category]}" for name, labels in labels_by.items() if name != convention and category in labels]
+    return f"cat. {category} {own}" + (f" ({', '.join(others)})" if others else "")
 
 
 def retrieval_table(metrics_list: list[dict[str, Any]], level: str = LEVEL, k: int = HEADLINE_K) -> pd.DataFrame:
@@ -102,13 +122,11 @@ def retrieval_table(metrics_list: list[dict[str, Any]], level: str = LEVEL, k: i
     recalls = {id(m): question_recall(m, k, level) for m in runs}
     rows = []
     for m in runs:
-        meta, stats = _meta(m), m["retrieval"][level]
+        stats = m["retrieval"][level]
         base = _base_for(m, runs)
-        usage = meta.get("llm_usage") or {}
         row: dict[str, Any] = {"row": run_label(m), "slice": slice_of(m)}
         for name, cell in [("overall (no cat. 5)", stats["overall"]), *[(c, stats["per_category"].get(c, {})) for c in categories]]:
-            title = name if name.startswith("overall") else " / ".join(f"{conv}: {labels[name]}" for conv, labels in labels_by.items() if name in labels)
-            title = title if name.startswith("overall") else f"{name} ({title})"
+            title = name if name.startswith("overall") else _category_title(name, labels_by, m.get("convention", "locomo"))
             row[f"{title} recall@{k}"] = format_ci(cell.get(f"recall@{k}"))
             if base is not None and base is not m:
                 row[f"{title} diff to base"] = _difference(recalls[id(m)], recalls[id(base)], None if name.startswith("overall") else int(name),
@@ -118,11 +136,7 @@ def retrieval_table(metrics_list: list[dict[str, Any]], level: str = LEVEL, k: i
         row[f"any-hit@{k}"] = format_ci(stats["overall"].get(f"any_hit@{k}"))
         ndcg_k = m["retrieval"].get("ndcg_k", 10)
         row[f"NDCG@{ndcg_k}"] = format_ci(stats["overall"].get(f"ndcg@{ndcg_k}"))
-        row["LLM calls"] = usage.get("calls", "")
-        row["LLM tokens"] = (usage.get("prompt_tokens") or 0) + (usage.get("completion_tokens") or 0) if usage else ""
-        wall = wall_seconds(m)
-        row["wall time (s)"] = f"{wall:.0f}" if wall is not None else ""
-        rows.append(row)
+        rows.append({**row, **cost_columns(m)})
     table = pd.DataFrame(rows)
     table.attrs["caption"] = (
         f"Retrieval only (benchmark.stages=[ingest, retrieve]; no answerer, no judge): evidence recall@{k} at {level} level "
@@ -198,29 +212,24 @@ def halumem_retrieval_table(metrics_list: list[dict[str, Any]], k: int = HEADLIN
     runs = [m for m in metrics_list if tuple(m.get("stages") or ()) == ("ingest", "retrieve")]
     rows = []
     for m in runs:
-        meta, stats = _meta(m), m["retrieval"]
+        stats = m["retrieval"]
         base = next((b for b in runs if (_meta(b).get("system"), _meta(b).get("ablation")) == BASE_ROW
                      and _halumem_user_file(b) == _halumem_user_file(m)
                      and not any(str(o).startswith("system.") for o in _meta(b).get("overrides", []))), None)  # fmt: skip
-        usage = meta.get("llm_usage") or {}
         row: dict[str, Any] = {"row": run_label(m), "user file": _halumem_user_file(m), "questions": m.get("counts", {}).get("questions"),
                                "update points": m.get("counts", {}).get("update_points")}  # fmt: skip
         for level in ("fact", "session"):
             cell = (stats.get(level) or {}).get("overall", {})
             row[f"QA evidence recall@{k} ({level})"] = format_ci(cell.get(f"recall@{k}"))
             if base is not None and base is not m and level in stats:
-                diff = paired_difference(halumem_question_recall(base, level, k), halumem_question_recall(m, level, k), 1000, 0)
-                row[f"diff to base ({level})"] = (f"{diff['mean'] * 100:+.1f} [{diff['ci_low'] * 100:+.1f}, {diff['ci_high'] * 100:+.1f}]"
-                                                  if diff.get("ci_low") is not None else "")  # fmt: skip
+                row[f"diff to base ({level})"] = diff_cell(paired_difference(halumem_question_recall(base, level, k),
+                                                                             halumem_question_recall(m, level, k), 1000, 0))
             else:
                 row[f"diff to base ({level})"] = "base" if base is m else ""
             updates = (stats.get(level) or {}).get("updates", {})
             for name in ("current_first", "replaced_returned"):
                 row[f"updates {name.replace('_', ' ')} ({level})"] = format_ci(updates.get(name))
-        row["LLM calls"] = usage.get("calls", "")
-        wall = wall_seconds(m)
-        row["wall time (s)"] = f"{wall:.0f}" if wall is not None else ""
-        rows.append(row)
+        rows.append({**row, **cost_columns(m)})
     table = pd.DataFrame(rows)
     table.attrs["caption"] = (
         f"HaluMem, retrieval only (no answerer, no judge): question evidence recall@{k} x100 [95% bootstrap CI] by gold fact id "
@@ -231,3 +240,28 @@ def halumem_retrieval_table(metrics_list: list[dict[str, Any]], k: int = HEADLIN
         "session with the replaced memory's earlier session."
     )
     return table
+
+
+HEADLINE_ROW = ("mosaic", "oracle_extractor_no_conflict")
+
+
+def retrieval_headline(metrics_list: list[dict[str, Any]], k: int = HEADLINE_K) -> str:
+    """The README's one sentence on the largest LoCoMo retrieval-only slice: MOSAIC's organisation over the gold facts
+    (oracle extractor, no conflict check, no system.* override) against rag over the same facts, recall@k with the
+    paired difference; empty when either row is missing."""
+    runs = [m for m in metrics_list if is_retrieval_only(m)]
+    plain = [m for m in runs if not any(str(o).startswith("system.") for o in _meta(m).get("overrides", []))]
+    widest = max((m.get("slice", {}).get("questions_selected", 0) for m in plain), default=0)
+    pick = {(_meta(m).get("system"), _meta(m).get("ablation")): m for m in plain if m.get("slice", {}).get("questions_selected") == widest}
+    mosaic, base = pick.get(HEADLINE_ROW), pick.get(BASE_ROW)
+    if mosaic is None or base is None:
+        return ""
+    diff = paired_difference({q: v for q, (c, v) in question_recall(base, k).items() if c != ADVERSARIAL},
+                             {q: v for q, (c, v) in question_recall(mosaic, k).items() if c != ADVERSARIAL}, 1000, 0)  # fmt: skip
+    chosen = mosaic.get("slice", {})
+    verdict = ("no better than" if diff["ci_low"] <= 0 <= diff["ci_high"] else "better than" if diff["mean"] > 0 else "worse than")
+    return (f"Retrieval only, on {chosen.get('conversations_selected')} LoCoMo conversations ({diff['n']} questions with evidence, "
+            f"categories 1-4; no LLM): MOSAIC's organisation of the gold facts (oracle extractor, conflict check off) finds "
+            f"{format_ci(mosaic['retrieval'][LEVEL]['overall'].get(f'recall@{k}'))} of the evidence turns in its top {k}, against "
+            f"{format_ci(base['retrieval'][LEVEL]['overall'].get(f'recall@{k}'))} for rag over the same facts: {verdict} flat "
+            f"retrieval (paired difference {diff_cell(diff)} points; results/tables/retrieval.md).")

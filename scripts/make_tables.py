@@ -31,7 +31,7 @@ from eval.benchmarks.locomo import slice_label
 from eval.benchmarks.locomo.retrieval import is_retrieval_only
 from eval.decomposition import decomposition_table
 from eval.publishing import provenance_flags
-from eval.retrieval_table import halumem_retrieval_table, recall_curves, retrieval_table
+from eval.retrieval_table import halumem_retrieval_table, recall_curves, retrieval_headline, retrieval_table
 from eval.tables import to_markdown, write_tables
 
 REPO = Path(__file__).resolve().parents[1]
@@ -156,13 +156,13 @@ def main(argv: list[str] | None = None) -> int:
                         help="README whose table sections to rewrite (default: README.md when --root and --out are the defaults)")
     args = parser.parse_args(argv)
     tables = build(args.root, args.out, args.convention)
-    if not tables:
+    retrieval_runs = load_runs(args.root, retrieval_only=True)
+    if not tables and not retrieval_runs:
         print(f"no metrics.json under {args.root}", file=sys.stderr)
         return 1
     decomposition = decomposition_table(load_runs(args.root), slice_label)  # issue 39: extractor or organisation
     write_tables(decomposition, args.out / "decomposition")
     tables["decomposition"] = to_markdown(decomposition)
-    retrieval_runs = load_runs(args.root, retrieval_only=True)
     halumem_retrieval = retrieval_runs.get("halumem", [])
     if halumem_retrieval:
         table = halumem_retrieval_table(halumem_retrieval)
@@ -174,6 +174,10 @@ def main(argv: list[str] | None = None) -> int:
         write_tables(table, args.out / "retrieval")
         tables["retrieval"] = to_markdown(table)
         recall_curves(retrieval, args.out / "retrieval_recall_at_k.png")
+        headline = retrieval_headline(retrieval)
+        if headline:
+            (args.out / "retrieval_headline.md").write_text(headline + "\n", encoding="utf-8")
+            tables["retrieval_headline"] = headline
     scaling = scaling_table()
     if not scaling.empty:
         write_tables(scaling, args.out / "scaling")
