@@ -35,8 +35,8 @@ def _meta(m: dict[str, Any]) -> dict[str, Any]:
 
 
 def run_label(m: dict[str, Any]) -> str:
-    """The row's name: what it measures (``eval.tables.row_label``), marked retrieval only."""
-    return f"{row_label(m)} [retrieval only]"
+    """The row's name: what it measures (``eval.tables.row_label``), marked retrieval only or read from a full run."""
+    return f"{row_label(m)} [{'from its full run, top ' + str(m.get('top_k')) if m.get('from_full_run') else 'retrieval only'}]"
 
 
 def slice_of(m: dict[str, Any]) -> str:
@@ -56,14 +56,36 @@ def wall_seconds(m: dict[str, Any]) -> float | None:
     return _meta(m).get("wall_s_this_invocation")
 
 
+def retrieval_rows(m: dict[str, Any]) -> list[dict[str, Any]]:
+    """A run's per-question ranked source ids: retrievals.jsonl of a retrieval-only run, else (a full run read as a
+    retrieval row) its predictions.jsonl, whose items are the ``top_k`` the answerer got."""
+    folder = Path(m.get("_path", "")).parent
+    if (folder / "retrievals.jsonl").is_file():
+        return read_rows(folder / "retrievals.jsonl")
+    if (folder / "predictions.jsonl").is_file():
+        return [{"key": p["key"], "category": p["category"], "evidence": p["evidence"],
+                 "retrieved_ids": [list(item.get("source_turn_ids") or []) for item in p.get("retrieved", [])]}
+                for p in read_rows(folder / "predictions.jsonl")]  # fmt: skip
+    return []
+
+
+def from_full_run(m: dict[str, Any], n_samples: int = 1000, seed: int = 0) -> dict[str, Any]:
+    """A full LoCoMo run (answers and judge) as a retrieval-only row, from the same run's predictions: its retrieval
+    metrics at k up to its ``top_k`` (why: MOSAIC's model-extractor runs of whole conversations cost hours of LLM
+    time; their retrieval is measured without running them again)."""
+    from eval.benchmarks.locomo.retrieval import RETRIEVAL_STAGES, retrieval_metrics
+
+    top_k = int(m.get("top_k") or HEADLINE_K)
+    ks = sorted({k for k in (1, 5, 10, 20) if k <= top_k} | {top_k})
+    return {**m, "stages": list(RETRIEVAL_STAGES), "retrieval_depth": top_k, "from_full_run": True,
+            "retrieval": retrieval_metrics(retrieval_rows(m), ks, min(10, top_k), n_samples, seed)}  # fmt: skip
+
+
 def question_recall(m: dict[str, Any], k: int = HEADLINE_K, level: str = LEVEL) -> dict[str, tuple[int, float]]:
-    """question key -> (category, recall@k) from the run's retrievals.jsonl; {} when the folder lacks it."""
-    path = Path(m.get("_path", "")).parent / "retrievals.jsonl"
-    if not path.is_file():
-        return {}
+    """question key -> (category, recall@k) from the run's ranked rows (``retrieval_rows``)."""
     unit = LEVELS[level]
     out = {}
-    for r in read_rows(path):
+    for r in retrieval_rows(m):
         gold = {unit(e) if unit else e for e in r["evidence"]}
         s = question_scores(gold, ranked_units(r["retrieved_ids"], unit), [k], k)
         if s is not None:
@@ -72,13 +94,12 @@ def question_recall(m: dict[str, Any], k: int = HEADLINE_K, level: str = LEVEL) 
 
 
 def _base_for(m: dict[str, Any], runs: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """The base row of ``m``'s slice: rag over oracle facts with no system.* override, same slice."""
-    for other in runs:
-        meta = _meta(other)
-        plain = not any(str(o).startswith("system.") for o in meta.get("overrides", []))
-        if (meta.get("system"), meta.get("ablation")) == BASE_ROW and plain and slice_of(other) == slice_of(m):
-            return other
-    return None
+    """The base row of ``m``: rag over oracle facts with no system.* override, of the same slice, else of the widest
+    slice (a row run on fewer conversations is then paired with it over the questions both have)."""
+    bases = [o for o in runs if (_meta(o).get("system"), _meta(o).get("ablation")) == BASE_ROW
+             and not any(str(x).startswith("system.") for x in _meta(o).get("overrides", []))]  # fmt: skip
+    same = [o for o in bases if slice_of(o) == slice_of(m)]
+    return (same or sorted(bases, key=lambda o: -int(o.get("slice", {}).get("questions_selected") or 0)) or [None])[0]
 
 
 def _difference(m_rec: dict[str, tuple[int, float]], base_rec: dict[str, tuple[int, float]], category: int | None, n_boot: int, seed: int) -> str:

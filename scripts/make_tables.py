@@ -25,14 +25,15 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import yaml
 from hydra.utils import get_class
 
 from eval.benchmarks.locomo import slice_label
 from eval.benchmarks.locomo.retrieval import is_retrieval_only
 from eval.decomposition import decomposition_table
 from eval.publishing import provenance_flags
-from eval.retrieval_table import halumem_retrieval_table, recall_curves, retrieval_headline, retrieval_table
-from eval.tables import to_markdown, write_tables
+from eval.retrieval_table import from_full_run, halumem_retrieval_table, recall_curves, retrieval_headline, retrieval_table
+from eval.tables import is_paper_configuration, to_markdown, write_tables
 
 REPO = Path(__file__).resolve().parents[1]
 PUBLISHED = REPO / "results" / "published" / "runs"
@@ -60,6 +61,15 @@ def load_runs(root: Path, retrieval_only: bool = False) -> dict[str, list[dict[s
         if is_retrieval_only(metrics) == retrieval_only:
             groups[_field(metrics, "benchmark")].append(metrics)
     return groups
+
+
+def _whole_conversation_mosaic(metrics: dict[str, Any]) -> bool:
+    """A full LoCoMo run of MOSAIC as the paper configures it (model extractor) over whole conversations: its retrieval
+    is read from its predictions into the retrieval table (eval.retrieval_table.from_full_run)."""
+    folder = Path(metrics["_path"]).parent
+    config = (yaml.safe_load((folder / "config.yaml").read_text(encoding="utf-8")) or {}).get("benchmark", {}) if (folder / "config.yaml").is_file() else {}
+    meta = metrics.get("metadata", {})
+    return (meta.get("system"), meta.get("ablation")) == ("mosaic", "none") and config.get("max_sessions") is None and is_paper_configuration(metrics)
 
 
 def _shown(path: str) -> str:
@@ -168,7 +178,8 @@ def main(argv: list[str] | None = None) -> int:
         table = halumem_retrieval_table(halumem_retrieval)
         write_tables(table, args.out / "retrieval_halumem")
         tables["retrieval_halumem"] = to_markdown(table)
-    retrieval = retrieval_runs.get("locomo", [])
+    full_runs = [from_full_run(m) for m in load_runs(args.root).get("locomo", []) if _whole_conversation_mosaic(m)]
+    retrieval = retrieval_runs.get("locomo", []) + (full_runs if retrieval_runs.get("locomo") else [])
     if retrieval:
         table = retrieval_table(retrieval)
         write_tables(table, args.out / "retrieval")

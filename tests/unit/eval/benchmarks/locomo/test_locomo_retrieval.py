@@ -58,3 +58,17 @@ def test_stage_choices_and_unranked_systems_fail_before_any_run(tmp_path):
     cfg = compose(["experiment=locomo_retrieval", "system=full_context"])
     assert any("full_context retrieves every turn" in p for p in problems(cfg))
     assert not any("stages" in p for p in problems(compose(["experiment=locomo_retrieval", "ablation=oracle_no_conflict"])))
+
+
+def test_a_full_run_is_read_as_a_retrieval_row_from_its_own_predictions(tmp_path):
+    """Whole-conversation runs with answers get retrieval rows without running again: recall@top_k from their
+    predictions is the run's own evidence recall."""
+    from eval.retrieval_table import from_full_run
+
+    data = write(tmp_path, tiny_locomo())
+    full = LoCoMoBenchmark(path=str(data), top_k=2, bootstrap_samples=100).run(make_system(tmp_path), make_ctx(tmp_path / "full", scripted_llm()))
+    row = from_full_run({**full, "_path": str(tmp_path / "full" / "metrics.json"), "metadata": {"system": "rag", "ablation": "none"}})
+    assert row["retrieval"]["ks"] == [1, 2] and row["retrieval_depth"] == 2  # k up to the run's top_k only
+    recall = row["retrieval"]["turn"]["overall"]
+    assert recall["recall@2"]["mean"] == pytest.approx(full["overall"]["evidence_recall"]["mean"]) and is_retrieval_only(row)
+    assert "[from its full run, top 2]" in retrieval_table([row], k=1).iloc[0]["row"]
