@@ -8,7 +8,8 @@ Measured (eval/retrieval_metrics.py, no LLM):
 
 * question evidence recall@k, any-hit@k, NDCG: by fact id for rows whose items carry a gold fact id (oracle rows),
   and at session level for every row (an item's session: its fact id's or its source turn's ``<session>:...``);
-* update ranking, per gold update point (searched with its own content): is the current version (the point itself)
+* update ranking, per gold update point (searched with its own content; the versions it replaces: the earlier gold
+  points within ``link_held_similarity`` cosine of its original memories): is the current version (the point itself)
   returned, is the version it replaces returned at all, and does the current one rank above it (``current_first``;
   at session level for rows that store turns: the point's session against the replaced memory's earlier session).
 
@@ -23,6 +24,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from tqdm import tqdm
 
 from core.api import Inspectable, MemorySystem, Retrieved, Turn
@@ -48,6 +50,16 @@ def _turns(user: HaluMemUser, s_idx: int, oracle: tuple[Any, ...] | None) -> lis
     if oracle and turns:
         turns[-1] = dataclasses.replace(turns[-1], oracle_facts=oracle)
     return turns
+
+
+def replaced_fact_ids(originals: list[str], earlier: list[tuple[str, str]], encode: Any, threshold: float) -> list[str]:
+    """The earlier gold points (fact id, text) an update replaces: those whose cosine with one of its original memories
+    reaches ``threshold`` (benchmark.link_held_similarity, the update links' rule for "the memory it replaces");
+    HaluMem's original memories restate earlier points in other words, so exact text finds few of them."""
+    if not originals or not earlier:
+        return []
+    sims = np.asarray(encode(originals)) @ np.asarray(encode([text for _, text in earlier])).T
+    return [fact_id for (fact_id, _), hit in zip(earlier, (sims >= threshold).any(axis=0)) if hit]
 
 
 def _ranked(retrieved: list[Retrieved], by_memory: dict[str, str]) -> dict[str, list[Any]]:
@@ -87,7 +99,9 @@ def run_halumem_retrieval(bench: Any, system: MemorySystem, ctx: RunContext) -> 
                 key = f"{user.uuid}:{s_idx}:u{point.index}"
                 found = system.search(namespace, point.content, bench.update_k)
                 if key not in rows:
-                    replaced = evidence_fact_ids(list(point.original_memories), gold_ids, s_idx - 1)
+                    earlier = [(fact_id_of(i, p), p.content) for i, sess in enumerate(user.sessions[:s_idx])
+                               for p in sess.memory_points if not p.is_interference]  # fmt: skip
+                    replaced = replaced_fact_ids(list(point.original_memories), earlier, ctx.embedder.encode, bench.link_held_similarity)
                     rows.append({"key": key, "uuid": user.uuid, "session": s_idx, "kind": "update", "memory_type": point.memory_type,
                                  "current_fact_id": fact_id_of(s_idx, point), "replaced_fact_ids": replaced,
                                  "n_original_memories": len(point.original_memories), **_ranked(found, by_memory)})  # fmt: skip
