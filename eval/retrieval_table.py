@@ -178,22 +178,24 @@ def recall_curves(runs: list[dict[str, Any]], path: Path, level: str = LEVEL) ->
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(11, 5), sharey=True)
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5 + 0.16 * len(runs)), sharey=True)
+    colours = plt.get_cmap("tab20").colors
     for ax, lvl in zip(axes, ("turn", "session")):
-        for m in runs:
+        for i, m in enumerate(runs):
             depth = int(m.get("retrieval_depth") or max(m["retrieval"]["ks"]))
             ks = list(range(1, depth + 1))
             means = []
             for k in ks:
                 values = [v for c, v in question_recall(m, k, lvl).values() if c != ADVERSARIAL]
                 means.append(100 * (bootstrap_ci(values, 1, 0)["mean"] or 0.0))
-            ax.plot(ks, means, marker=".", label=f"{run_label(m)} ({slice_of(m)})")
+            ax.plot(ks, means, marker=".", color=colours[i % len(colours)], label=f"{run_label(m)} ({slice_of(m)})")
         ax.set_xlabel("k (retrieved items)")
         ax.set_title(f"{lvl} level")
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("evidence recall@k x100 (categories 1-4)")
-    axes[1].legend(fontsize=6, loc="lower right")
-    fig.tight_layout()
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, fontsize=7, loc="lower center", ncol=1, frameon=False)
+    fig.tight_layout(rect=(0, 0.16 * len(runs) / (4.5 + 0.16 * len(runs)) + 0.02, 1, 1))
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)
     plt.close(fig)
