@@ -66,7 +66,25 @@ def problems(cfg: DictConfig) -> list[str]:
             found.append(f"{key}={value!r}: must be true or false")
     found += _list_problems(cfg)
     found += _oracle_problems(cfg)
+    found += _retrieval_only_problems(cfg)
     return found
+
+
+# Systems whose search does not rank memories (full_context hands the answerer every turn): a retrieval-only run
+# of them would measure nothing
+UNRANKED_SYSTEMS = ("full_context",)
+
+
+def _retrieval_only_problems(cfg: DictConfig) -> list[str]:
+    """A retrieval-only run (``benchmark.stages=[ingest, retrieve]``) of a system that ranks nothing fails here."""
+    present, stages = _get(cfg, "benchmark.stages")
+    if not present or stages is None or "answer" in stages:
+        return []
+    system = OmegaConf.select(cfg, "system.name", default=None)
+    if system in UNRANKED_SYSTEMS:
+        return [f"benchmark.stages={list(stages)} with system={system}: {system} retrieves every turn, so there is no ranking to score; "
+                "run it with the full stages or pick a system that searches (rag, mosaic, mem0, ...)"]
+    return []
 
 
 def _parameters(target: str) -> set[str]:

@@ -89,6 +89,10 @@ def _copy_run(run: Path, target: Path, metrics: dict[str, Any] | None) -> None:
     a HaluMem run the part without dataset text (eval/benchmarks/halumem/public.py)."""
     if is_halumem(run, metrics):
         halumem_public.publish_copy(run, target, metrics)
+    elif tuple((metrics or {}).get("stages") or ()) == ("ingest", "retrieve"):
+        # a retrieval-only run: its rows are the record; the saved memory (system/, megabytes per MOSAIC row) is
+        # rebuilt with no LLM call by rerunning its command
+        shutil.copytree(run, target, ignore=shutil.ignore_patterns(".lock", ".lock.json", "*.tmp", "system"))
     else:
         shutil.copytree(run, target, ignore=RUN_FOLDER_SCRATCH)
 

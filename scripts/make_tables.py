@@ -26,13 +26,16 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import yaml
 from hydra.utils import get_class
 
 from eval.benchmarks.locomo import slice_label
 from eval.benchmarks.halumem.mechanism_table import mechanism_table
+from eval.benchmarks.locomo.retrieval import is_retrieval_only
 from eval.decomposition import decomposition_table
 from eval.publishing import provenance_flags
-from eval.tables import NOT_CLEAN_MARK, PROVENANCE_FLAGS, to_markdown, write_tables
+from eval.retrieval_table import from_full_run, halumem_retrieval_table, recall_curves, retrieval_headline, retrieval_table
+from eval.tables import NOT_CLEAN_MARK, PROVENANCE_FLAGS, is_paper_configuration, to_markdown, write_tables
 
 REPO = Path(__file__).resolve().parents[1]
 PUBLISHED = REPO / "results" / "published" / "runs"
@@ -45,8 +48,9 @@ def _field(metrics: dict[str, Any], name: str) -> Any:
     return metrics.get("metadata", {}).get(name) or metrics.get(name)
 
 
-def load_runs(root: Path) -> dict[str, list[dict[str, Any]]]:
-    """metrics.json files under ``root`` grouped by benchmark name (sorted by path: stable tables)."""
+def load_runs(root: Path, retrieval_only: bool = False) -> dict[str, list[dict[str, Any]]]:
+    """metrics.json files under ``root`` grouped by benchmark name (sorted by path: stable tables): the full runs, or
+    with ``retrieval_only`` the retrieval-only runs (no answers, no judge: their own table, retrieval.md)."""
     groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for path in sorted(root.rglob("metrics.json")):
         try:
@@ -57,8 +61,18 @@ def load_runs(root: Path) -> dict[str, list[dict[str, Any]]]:
             raise SystemExit(f"{path}: missing `benchmark` / `benchmark_target` (written by eval.runner)")
         metrics["_path"] = str(path)
         metrics[PROVENANCE_FLAGS] = run_flags(metrics, path.parent)
-        groups[_field(metrics, "benchmark")].append(metrics)
+        if is_retrieval_only(metrics) == retrieval_only:
+            groups[_field(metrics, "benchmark")].append(metrics)
     return groups
+
+
+def _whole_conversation_mosaic(metrics: dict[str, Any]) -> bool:
+    """A full LoCoMo run of MOSAIC as the paper configures it (model extractor) over whole conversations: its retrieval
+    is read from its predictions into the retrieval table (eval.retrieval_table.from_full_run)."""
+    folder = Path(metrics["_path"]).parent
+    config = (yaml.safe_load((folder / "config.yaml").read_text(encoding="utf-8")) or {}).get("benchmark", {}) if (folder / "config.yaml").is_file() else {}
+    meta = metrics.get("metadata", {})
+    return (meta.get("system"), meta.get("ablation")) == ("mosaic", "none") and config.get("max_sessions") is None and is_paper_configuration(metrics)
 
 
 def _shown(path: str) -> str:
@@ -182,7 +196,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="README whose table sections to rewrite (default: README.md when --root and --out are the defaults)")
     args = parser.parse_args(argv)
     tables = build(args.root, args.out, args.convention)
-    if not tables:
+    retrieval_runs = load_runs(args.root, retrieval_only=True)
+    if not tables and not retrieval_runs:
         print(f"no metrics.json under {args.root}", file=sys.stderr)
         return 1
     decomposition = decomposition_table(load_runs(args.root), slice_label)  # issue 39: extractor or organisation
@@ -192,6 +207,22 @@ def main(argv: list[str] | None = None) -> int:
     if not mechanism.empty:
         write_tables(mechanism, args.out / "mechanism")
         tables["mechanism"] = to_markdown(mechanism)
+    halumem_retrieval = retrieval_runs.get("halumem", [])
+    if halumem_retrieval:
+        table = halumem_retrieval_table(halumem_retrieval)
+        write_tables(table, args.out / "retrieval_halumem")
+        tables["retrieval_halumem"] = to_markdown(table)
+    full_runs = [from_full_run(m) for m in load_runs(args.root).get("locomo", []) if _whole_conversation_mosaic(m)]
+    retrieval = retrieval_runs.get("locomo", []) + (full_runs if retrieval_runs.get("locomo") else [])
+    if retrieval:
+        table = retrieval_table(retrieval)
+        write_tables(table, args.out / "retrieval")
+        tables["retrieval"] = to_markdown(table)
+        recall_curves(retrieval, args.out / "retrieval_recall_at_k.png")
+        headline = retrieval_headline(retrieval)
+        if headline:
+            (args.out / "retrieval_headline.md").write_text(headline + "\n", encoding="utf-8")
+            tables["retrieval_headline"] = headline
     scaling = scaling_table()
     if not scaling.empty:
         write_tables(scaling, args.out / "scaling")

@@ -50,6 +50,7 @@ from eval.benchmarks.halumem.data import HUB_REPO, HaluMemUser, Session, halumem
 from eval.benchmarks.halumem.judge import HaluMemJudge, Verdict
 from eval.benchmarks.halumem.mechanism import chain_row, gold_replacements, mechanism_metrics, probe_session
 from eval.benchmarks.halumem.metrics import by_memory_type, by_question_type, extraction_metrics, label_metrics
+from eval.benchmarks.halumem.retrieval import RETRIEVAL_STAGES, run_halumem_retrieval
 from eval.benchmarks.halumem.table import make_table
 from eval.benchmarks.halumem.update_links import fact_id_of, link_session, update_link_metrics
 from eval.context import RunContext
@@ -145,6 +146,8 @@ class HaluMemBenchmark:
     link_new_similarity: float = 0.6  # update links, model-extracted runs: cosine for an event's new item to be a gold point
     oracle_conflicts: bool = False  # gold-judge study: oracle facts also carry the gold facts they replace (OracleFact.replaces)
     mechanism_probes: bool = False  # searches for the mechanism metrics after each session (mechanism.py; no LLM call)
+    # the full run, or [ingest, retrieve]: searches only, no answers or verdicts (eval/benchmarks/halumem/retrieval.py)
+    stages: Sequence[str] = ("ingest", "retrieve", "answer", "judge")
     _users: list[HaluMemUser] | None = field(default=None, repr=False)
 
     @property
@@ -175,6 +178,8 @@ class HaluMemBenchmark:
             raise ConfigKeyError(f"benchmark.extraction_source={self.extraction_source!r}: must be auto, inspect, report or none")
         if self.oracle_conflicts and not self.oracle_facts:
             raise ConfigKeyError("benchmark.oracle_conflicts=true labels oracle facts, so it needs benchmark.oracle_facts=true (ablation=oracle_judge sets both)")
+        if tuple(self.stages) not in (("ingest", "retrieve", "answer", "judge"), RETRIEVAL_STAGES):
+            raise ConfigKeyError(f"benchmark.stages={list(self.stages)}: choose [ingest, retrieve, answer, judge] (the full run) or [ingest, retrieve] (retrieval only)")
         if self.path:
             load_halumem_jsonl(self.path)
 
@@ -190,6 +195,8 @@ class HaluMemBenchmark:
 
     # -- running ----------------------------------------------------------------------------
     def run(self, system: MemorySystem, ctx: RunContext) -> dict[str, Any]:
+        if tuple(self.stages) == RETRIEVAL_STAGES:
+            return run_halumem_retrieval(self, system, ctx)
         users = self.load(ctx)
         judge = HaluMemJudge(ctx.judge.llm, max_tokens=self.judge_max_tokens, attempts=self.judge_attempts)  # the run's judge model, HaluMem's rubrics
         mode = self._extraction_mode(system)
@@ -484,4 +491,11 @@ class HaluMemBenchmark:
             **({"mechanism": mechanism_metrics(rows["mechanism"], n_boot, seed, rows.get("qa"))} if rows.get("mechanism") else {}),
         }
 
-    make_table = staticmethod(make_table)  # Table 2 (eval.benchmarks.halumem.table); scripts/make_tables.py calls it
+    @staticmethod
+    def make_table(metrics_list: list[dict[str, Any]], *args: Any, **kwargs: Any) -> Any:
+        """Table 2 (eval.benchmarks.halumem.table); scripts/make_tables.py calls it. Retrieval-only runs: their own table."""
+        if metrics_list and all(tuple(m.get("stages") or ()) == RETRIEVAL_STAGES for m in metrics_list):
+            from eval.retrieval_table import halumem_retrieval_table
+
+            return halumem_retrieval_table(metrics_list)
+        return make_table(metrics_list, *args, **kwargs)

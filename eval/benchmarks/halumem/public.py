@@ -62,6 +62,9 @@ PUBLIC_FIELDS: dict[str, tuple[str, ...]] = {
     "clarifications": (*_WHERE, "rank", "gain", "answer", "committed", "updated"),
     # mechanism.py: gold fact ids, counts and booleans only
     "mechanism": (*_WHERE, "points", "questions", "replaces"),
+    # retrieval-only runs (halumem/retrieval.py): gold fact ids and session numbers of what a search returned, no text
+    "retrievals": (*_WHERE, "kind", "memory_type", "question_type", "n_evidence", "evidence_fact_ids", "current_fact_id",
+                   "replaced_fact_ids", "n_original_memories", "retrieved_fact_ids", "retrieved_sessions"),
 }
 # Fields computed from a left-out list, under the name they are published as (committed: the memory ids a
 # clarification stored, counted; clarify_metrics counts either).
@@ -145,12 +148,15 @@ def reaggregate(folder: Path) -> dict[str, Any]:
     """The metrics of a (published) HaluMem run folder computed again from its rows, with the benchmark settings
     of its config.yaml and what its metrics.json says of the system (extraction source, update links)."""
     from eval.benchmarks.halumem.benchmark import HaluMemBenchmark
+    from eval.benchmarks.halumem.retrieval import RETRIEVAL_STAGES, aggregate_retrieval
 
     metrics = json.loads((folder / "metrics.json").read_text(encoding="utf-8"))
     settings = (yaml.safe_load((folder / "config.yaml").read_text(encoding="utf-8")) or {}).get("benchmark", {})
     names = {f.name for f in dataclasses.fields(HaluMemBenchmark) if f.init and not f.name.startswith("_")}
     bench = HaluMemBenchmark(**{k: v for k, v in settings.items() if k in names})
     tables = run_rows(folder)
+    if tuple(metrics.get("stages") or ()) == RETRIEVAL_STAGES:
+        return aggregate_retrieval(bench, tables.get("retrievals", []), len(tables.get("users", [])), metrics["system"])
     rows = {name: tables.get(name, []) for name in ("sessions", "integrity", "accuracy", "updates", "qa", "users", "update_links")}
     rows.update({name: tables[name] for name in tables if name not in rows})
     return bench.aggregate(rows, extraction_mode=metrics["extraction_source"], system_name=metrics["system"],
@@ -160,7 +166,7 @@ def reaggregate(folder: Path) -> dict[str, Any]:
 # metrics.json sections computed from the rows (HaluMemBenchmark.aggregate): what the check compares. Labels and
 # notes beside them (variant, extraction_skipped, bootstrap settings) are the code's wording, not the rows'.
 METRIC_SECTIONS = ("main_metric", "extraction", "updating", "qa", "by_question_type", "by_memory_type", "counts", "update_links",
-                   "failures", "clarify", "mechanism")
+                   "failures", "clarify", "mechanism", "retrieval")
 _CI_KEYS = ("ci_low", "ci_high")
 
 

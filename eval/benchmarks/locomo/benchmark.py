@@ -27,6 +27,7 @@ from eval.benchmarks.locomo.audit import GOLD_MODES, audited_keys
 from eval.benchmarks.locomo.budget_table import budget_table, recall_figure
 from eval.benchmarks.locomo.data import CONVENTIONS, Episode, Question, SliceSpec, load_locomo, slice_episodes
 from eval.benchmarks.locomo.metrics import aggregate, gold_slices, ingest_summary, paired_judgements
+from eval.benchmarks.locomo.retrieval import FULL_STAGES, RETRIEVAL_STAGES, check_stages, is_retrieval_only, run_retrieval
 from eval.benchmarks.locomo.stages import Search, ingest, judged, judgement_row, predict, predicted, search, searches_in_order
 from eval.benchmarks.locomo.table import headline_table, judge_gold_table, locomo_table
 from eval.context import JsonlRows, RunContext
@@ -62,8 +63,19 @@ class LoCoMoBenchmark:
     # part of the run's identity: null reads conf/report.yaml's token_budgets (set +benchmark.token_budgets=[..] to override).
     token_budgets: Sequence[int] | None = None
     oracle_conflicts: bool = False  # gold-judge study: LoCoMo labels no conflicts, so true is refused (conf/ablation/oracle_judge.yaml)
+    # [ingest, retrieve, answer, judge] (the full run) or [ingest, retrieve]: a retrieval-only run, no LLM answer or
+    # judge, scored against the gold evidence turns at each k of retrieval_ks (eval/benchmarks/locomo/retrieval.py)
+    stages: Sequence[str] = FULL_STAGES
+    retrieval_ks: Sequence[int] = (1, 5, 10, 20)
+    ndcg_k: int = 10
 
     def __post_init__(self) -> None:
+        try:
+            check_stages(list(self.stages))
+        except ValueError as err:
+            raise ConfigKeyError(str(err)) from err
+        if not self.retrieval_ks or any(isinstance(k, bool) or not isinstance(k, int) or k < 1 for k in self.retrieval_ks):
+            raise ConfigKeyError(f"benchmark.retrieval_ks={list(self.retrieval_ks)}: must be a non-empty list of ranks >= 1, e.g. [1, 5, 10, 20]")
         if self.convention not in CONVENTIONS:
             raise ConfigKeyError(f"benchmark.convention={self.convention!r}: choose one of {sorted(CONVENTIONS)}")
         if self.gold not in GOLD_MODES:
@@ -87,6 +99,15 @@ class LoCoMoBenchmark:
 
     def run(self, system: MemorySystem, ctx: RunContext) -> dict[str, Any]:
         episodes, counts = self.episodes(ctx)
+        if tuple(self.stages) == RETRIEVAL_STAGES:
+            ctx.log.info("LoCoMo retrieval only: %d questions from %d conversations searched at depth %d, no answerer, no judge",
+                         counts["questions_selected"], counts["conversations_selected"], max(self.retrieval_ks))  # fmt: skip
+            metrics = run_retrieval(self, system, episodes, counts, ctx)
+            usage = ctx.llm.usage
+            if usage.calls:  # allowed (e.g. MOSAIC's model extractor, its conflict check, LSH routing), said in the log
+                ctx.log.warning("retrieval-only run: the system made %d LLM calls (%d of them cached) while ingesting and searching",
+                                usage.calls, usage.cached_calls)  # fmt: skip
+            return metrics
         errata = ctx.read_input(self.audit_errata) if Path(self.audit_errata).is_file() else None  # checked before any row
         labels = CONVENTIONS[self.convention]
         ctx.log.info(
@@ -225,8 +246,13 @@ class LoCoMoBenchmark:
     # -- tables ----------------------------------------------------------------------------
     @staticmethod
     def make_table(metrics_list: list[dict[str, Any]], convention: str | None = None) -> pd.DataFrame:
-        """Table 1: one row per run (system / ablation), categories x judge/F1/BLEU-1 with CIs."""
-        return locomo_table(metrics_list, convention)
+        """Table 1: one row per run (system / ablation), categories x judge/F1/BLEU-1 with CIs; retrieval-only runs
+        (eval/retrieval_table.py) get their own table, never a Table 1 row."""
+        if metrics_list and all(is_retrieval_only(m) for m in metrics_list):
+            from eval.retrieval_table import retrieval_table  # here: that module reads this package's retrieval rows
+
+            return retrieval_table(metrics_list)
+        return locomo_table([m for m in metrics_list if not is_retrieval_only(m)], convention)
 
     @staticmethod
     def make_extra_tables(metrics_list: list[dict[str, Any]]) -> dict[str, pd.DataFrame]:

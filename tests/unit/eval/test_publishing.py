@@ -316,3 +316,18 @@ def test_the_reaggregation_check_tells_a_row_order_from_a_lost_field():
     assert compare_metrics(metrics, {"qa": {"correct": {"mean": 0.5, "ci_low": 0.25, "ci_high": 0.75, "n": 4}, "n": 4}}) == "CI bounds differ"
     with pytest.raises(SystemExit, match="differing: qa"):
         compare_metrics(metrics, {"qa": {"correct": {"mean": 0.75, "ci_low": 0.2, "ci_high": 0.8, "n": 4}, "n": 4}})
+
+
+def test_a_retrieval_only_run_is_published_without_its_saved_memory(tmp_path):
+    """A retrieval-only run's rows are its record; system/ (megabytes per MOSAIC row, rebuilt by rerunning with no
+    LLM call) stays behind, everything else is copied."""
+    from eval import publishing
+
+    run = _finished_run(tmp_path)
+    metrics = json.loads((run / "metrics.json").read_text())
+    (run / "metrics.json").write_text(json.dumps({**metrics, "stages": ["ingest", "retrieve"]}))
+    (run / "system" / "mosaic").mkdir(parents=True)
+    (run / "system" / "mosaic" / "conv-26.json").write_text("{}")
+    (run / "retrievals.jsonl").write_text('{"key": "conv-26:q0"}\n')
+    target = publishing.publish(run, tmp_path / "published")
+    assert not (target / "system").exists() and (target / "retrievals.jsonl").is_file() and (target / "metrics.json").is_file()

@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from eval.benchmarks.locomo.metrics import aggregate, paired_judgements
+from eval.benchmarks.locomo.retrieval import is_retrieval_only, retrieval_metrics
 from eval.rows import read_rows
 from tests.conftest import REPO as ROOT
 
@@ -28,6 +29,12 @@ def test_a_published_locomo_run_reaggregates_to_its_metrics(folder: Path):
     published = json.loads((folder / "metrics.json").read_text())
     config = yaml.safe_load((folder / "config.yaml").read_text())
     benchmark = config["benchmark"]
+    if is_retrieval_only(published):  # no answers: its retrieval metrics from its ranked rows, in question order
+        rows = sorted(read_rows(folder / "retrievals.jsonl"), key=lambda r: (r["sample_id"], r["qa_index"]))
+        seed = benchmark.get("seed", config.get("seed"))
+        again = retrieval_metrics(rows, benchmark["retrieval_ks"], benchmark["ndcg_k"], benchmark["bootstrap_samples"], seed)
+        assert again == published["retrieval"]
+        return
     predictions = sorted(read_rows(folder / "predictions.jsonl"), key=lambda p: (p["sample_id"], p["qa_index"]))  # question order
     judged = paired_judgements(predictions, read_rows(folder / "judgements.jsonl"), legacy=True)
     if published.get("gold") == "audited_excluded":
