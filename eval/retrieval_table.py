@@ -18,6 +18,7 @@ import pandas as pd
 
 from eval.benchmarks.locomo.retrieval import ADVERSARIAL, LEVELS, is_retrieval_only
 from eval.compare import paired_difference
+from eval.intervals import chosen_interval, interval_note, report_settings
 from eval.metrics import bootstrap_ci, format_ci
 from eval.retrieval_metrics import question_scores, ranked_units
 from eval.rows import read_rows
@@ -93,6 +94,19 @@ def question_recall(m: dict[str, Any], k: int = HEADLINE_K, level: str = LEVEL) 
     return out
 
 
+def question_conversations(m: dict[str, Any]) -> dict[str, str]:
+    """question key -> its conversation (the cluster the interval resamples); LoCoMo keys are ``<sample_id>:q<i>``."""
+    return {r["key"]: str(r.get("sample_id") or str(r["key"]).split(":")[0]) for r in retrieval_rows(m)}
+
+
+def _recall_stat(m_rec: dict[str, tuple[int, float]], conversations: dict[str, str], category: int | None, n_boot: int, seed: int) -> dict[str, Any]:
+    """recall@k with its per-question and conversation intervals over the questions of ``category`` (None: every
+    category but 5), from the run's own rows: the cell shows the conversation interval from 5 conversations on."""
+    pick = (lambda c: c != ADVERSARIAL) if category is None else (lambda c: c == category)
+    keys = sorted(q for q, (c, _) in m_rec.items() if pick(c))
+    return bootstrap_ci([m_rec[q][1] for q in keys], n_boot, seed, clusters=[conversations.get(q, q) for q in keys])
+
+
 def _base_for(m: dict[str, Any], runs: list[dict[str, Any]]) -> dict[str, Any] | None:
     """The base row of ``m``: rag over oracle facts with no system.* override, of the same slice, else of the widest
     slice (a row run on fewer conversations is then paired with it over the questions both have)."""
@@ -102,18 +116,21 @@ def _base_for(m: dict[str, Any], runs: list[dict[str, Any]]) -> dict[str, Any] |
     return (same or sorted(bases, key=lambda o: -int(o.get("slice", {}).get("questions_selected") or 0)) or [None])[0]
 
 
-def _difference(m_rec: dict[str, tuple[int, float]], base_rec: dict[str, tuple[int, float]], category: int | None, n_boot: int, seed: int) -> str:
+def _difference(m_rec: dict[str, tuple[int, float]], base_rec: dict[str, tuple[int, float]], category: int | None, n_boot: int, seed: int,
+                conversations: dict[str, str] | None = None) -> str:
     pick = (lambda c: c != ADVERSARIAL) if category is None else (lambda c: c == category)
     base = {k: v for k, (c, v) in base_rec.items() if pick(c)}
     other = {k: v for k, (c, v) in m_rec.items() if pick(c)}
-    return diff_cell(paired_difference(base, other, n_boot, seed))
+    return diff_cell(paired_difference(base, other, n_boot, seed, clusters=conversations))
 
 
 def diff_cell(stat: dict[str, Any]) -> str:
-    """A paired difference in points with its CI, ``+1.2 [-0.4, +2.9]``; empty when undefined."""
+    """A paired difference in points with its CI, ``+1.2 [-0.4, +2.9]``; empty when undefined. The cluster
+    (conversation or user) interval where the pairs span enough clusters (conf/report.yaml), else the per-item one."""
     if stat.get("mean") is None or stat.get("ci_low") is None:
         return ""
-    return f"{stat['mean'] * 100:+.1f} [{stat['ci_low'] * 100:+.1f}, {stat['ci_high'] * 100:+.1f}]"
+    prefix = "cluster_" if chosen_interval(stat, int(report_settings()["min_clusters_for_cluster_interval"])) == "cluster" else ""
+    return f"{stat['mean'] * 100:+.1f} [{stat[prefix + 'ci_low'] * 100:+.1f}, {stat[prefix + 'ci_high'] * 100:+.1f}]"
 
 
 def cost_columns(m: dict[str, Any]) -> dict[str, Any]:
@@ -141,6 +158,7 @@ def retrieval_table(metrics_list: list[dict[str, Any]], level: str = LEVEL, k: i
     labels_by = runs[0].get("category_labels_by_convention") or {runs[0].get("convention", "locomo"): runs[0].get("category_labels", {})}
     categories = sorted({c for m in runs for c in m["retrieval"][level]["per_category"]}, key=int)
     recalls = {id(m): question_recall(m, k, level) for m in runs}
+    conversations = {id(m): question_conversations(m) for m in runs}
     rows = []
     for m in runs:
         stats = m["retrieval"][level]
@@ -148,22 +166,28 @@ def retrieval_table(metrics_list: list[dict[str, Any]], level: str = LEVEL, k: i
         row: dict[str, Any] = {"row": run_label(m), "slice": slice_of(m)}
         for name, cell in [("overall (no cat. 5)", stats["overall"]), *[(c, stats["per_category"].get(c, {})) for c in categories]]:
             title = name if name.startswith("overall") else _category_title(name, labels_by, m.get("convention", "locomo"))
-            row[f"{title} recall@{k}"] = format_ci(cell.get(f"recall@{k}"))
+            category = None if name.startswith("overall") else int(name)
+            # from the rows, so that the cell can carry the conversation interval (metrics.json holds the per-question one)
+            row[f"{title} recall@{k}"] = format_ci(_recall_stat(recalls[id(m)], conversations[id(m)], category, 1000, 0) if recalls[id(m)]
+                                                   else cell.get(f"recall@{k}"))  # fmt: skip
             if base is not None and base is not m:
-                row[f"{title} diff to base"] = _difference(recalls[id(m)], recalls[id(base)], None if name.startswith("overall") else int(name),
-                                                           1000, 0)  # fmt: skip
+                row[f"{title} diff to base"] = _difference(recalls[id(m)], recalls[id(base)], category, 1000, 0, conversations[id(m)])
             else:
                 row[f"{title} diff to base"] = "base" if base is m else ""
         row[f"any-hit@{k}"] = format_ci(stats["overall"].get(f"any_hit@{k}"))
         ndcg_k = m["retrieval"].get("ndcg_k", 10)
         row[f"NDCG@{ndcg_k}"] = format_ci(stats["overall"].get(f"ndcg@{ndcg_k}"))
+        overall = _recall_stat(recalls[id(m)], conversations[id(m)], None, 1000, 0) if recalls[id(m)] else None
+        row["interval shown"] = interval_note(overall, int(report_settings()["min_clusters_for_cluster_interval"]))
         rows.append({**row, **cost_columns(m)})
     table = pd.DataFrame(rows)
     table.attrs["caption"] = (
         f"Retrieval only (benchmark.stages=[ingest, retrieve]; no answerer, no judge): evidence recall@{k} at {level} level "
         f"x100 [95% bootstrap CI] over the questions with evidence; category 5 (adversarial) apart and out of 'overall'. "
         f"'diff to base': paired difference (points) to rag over oracle facts (rag / oracle_facts) of the same slice, paired "
-        f"bootstrap over the same questions. Categories by both LoCoMo conventions. Costs: every invocation of the run folder."
+        f"bootstrap over the same questions. Every interval resamples conversations, then questions within them, where a row "
+        f"spans 5 conversations or more (conf/report.yaml), else questions ('interval shown' says which); any-hit and NDCG "
+        f"show metrics.json's per-question interval. Categories by both LoCoMo conventions. Costs: every invocation of the run folder."
     )
     return table
 
@@ -287,13 +311,19 @@ def retrieval_headline(metrics_list: list[dict[str, Any]], k: int = HEADLINE_K) 
                    if (_meta(m).get("system"), _meta(m).get("ablation")) == HEADLINE_ROW and _settings(m) == settings), None)  # fmt: skip
     if mosaic is None or base is None:
         return ""
-    diff = paired_difference({q: v for q, (c, v) in question_recall(base, k).items() if c != ADVERSARIAL},
-                             {q: v for q, (c, v) in question_recall(mosaic, k).items() if c != ADVERSARIAL}, 1000, 0)  # fmt: skip
+    conversations = question_conversations(mosaic)
+    base_rec, mosaic_rec = question_recall(base, k), question_recall(mosaic, k)
+    diff = paired_difference({q: v for q, (c, v) in base_rec.items() if c != ADVERSARIAL},
+                             {q: v for q, (c, v) in mosaic_rec.items() if c != ADVERSARIAL}, 1000, 0, clusters=conversations)  # fmt: skip
+    min_clusters = int(report_settings()["min_clusters_for_cluster_interval"])
+    prefix = "cluster_" if chosen_interval(diff, min_clusters) == "cluster" else ""
+    mosaic_stat = _recall_stat(mosaic_rec, conversations, None, 1000, 0)
+    base_stat = _recall_stat(base_rec, question_conversations(base), None, 1000, 0)
     chosen = mosaic.get("slice", {})
-    verdict = ("no different from" if diff["ci_low"] <= 0 <= diff["ci_high"] else "better than" if diff["mean"] > 0 else "worse than")
+    verdict = ("no different from" if diff[prefix + "ci_low"] <= 0 <= diff[prefix + "ci_high"] else "better than" if diff["mean"] > 0 else "worse than")
     setting = f" with {', '.join(o.removeprefix('system.') for o in _settings(mosaic))}" if _settings(mosaic) else ""
     return (f"Retrieval only, on all {chosen.get('conversations_selected')} LoCoMo conversations ({diff['n']} questions with evidence, "
             f"categories 1-4; no LLM): MOSAIC's organisation of the gold facts (oracle extractor, conflict check off{setting}) reaches "
-            f"evidence recall@{k} {format_ci(mosaic['retrieval'][LEVEL]['overall'].get(f'recall@{k}'))} (x100, 95% CI), against "
-            f"{format_ci(base['retrieval'][LEVEL]['overall'].get(f'recall@{k}'))} for rag over the same facts: {verdict} flat "
+            f"evidence recall@{k} {format_ci(mosaic_stat)} (x100, 95% CI, {interval_note(diff, min_clusters)}), against "
+            f"{format_ci(base_stat)} for rag over the same facts: {verdict} flat "
             f"retrieval (paired difference {diff_cell(diff)} points; results/tables/retrieval.md).")

@@ -72,3 +72,38 @@ def test_a_full_run_is_read_as_a_retrieval_row_from_its_own_predictions(tmp_path
     recall = row["retrieval"]["turn"]["overall"]
     assert recall["recall@2"]["mean"] == pytest.approx(full["overall"]["evidence_recall"]["mean"]) and is_retrieval_only(row)
     assert "[from its full run, top 2]" in retrieval_table([row], k=1).iloc[0]["row"]
+
+
+def test_retrieval_cells_resample_conversations_once_a_row_spans_five(tmp_path):
+    """Questions of one conversation succeed together: from 5 conversations on, the recall cell and the paired
+    difference show the conversation interval (wider here than the per-question one), and the row says so."""
+    import json
+
+    from eval.retrieval_table import _recall_stat, question_conversations, retrieval_table
+
+    rows, base_rows = [], []
+    for c in range(6):
+        hit = c % 2 == 0  # whole conversations found or missed: a strong conversation effect
+        for q in range(20):
+            key = f"conv-{c}:q{q}"
+            rows.append({"key": key, "sample_id": f"conv-{c}", "category": 1, "evidence": ["D1:1"],
+                         "retrieved_ids": [["D1:1"]] if hit else [["D9:9"]]})
+            base_rows.append({**rows[-1], "retrieved_ids": [["D1:1"]]})
+    runs = []
+    for name, (system, ablation), data in (("mosaic", ("mosaic", "oracle_extractor_no_conflict"), rows), ("base", ("rag", "oracle_facts"), base_rows)):
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / "retrievals.jsonl").write_text("".join(json.dumps(r) + "\n" for r in data))
+        overall = {"recall@1": {"mean": 0.5, "ci_low": 0.4, "ci_high": 0.6}}
+        runs.append({"_path": str(folder / "metrics.json"), "stages": ["ingest", "retrieve"],
+                     "slice": {"questions_selected": 120, "conversations_selected": 6},
+                     "retrieval": {"turn": {"overall": overall, "per_category": {"1": overall}}, "ndcg_k": 10},
+                     "metadata": {"system": system, "ablation": ablation, "overrides": []}})
+    stat = _recall_stat({r["key"]: (1, 1.0 if r["retrieved_ids"] == [["D1:1"]] else 0.0) for r in rows},
+                        question_conversations(runs[0]), None, 1000, 0)
+    assert stat["n_clusters"] == 6 and stat["cluster_ci_high"] - stat["cluster_ci_low"] > stat["ci_high"] - stat["ci_low"]
+    table = retrieval_table(runs, k=1)
+    mosaic = table[table["row"].str.contains("oracle_extractor_no_conflict")].iloc[0]
+    assert mosaic["interval shown"].startswith("conversation bootstrap over 6 conversations")
+    low, high = (float(x) for x in mosaic["overall (no cat. 5) recall@1"].split("[")[1].rstrip("]").split(","))
+    assert (low, high) == (round(stat["cluster_ci_low"] * 100, 1), round(stat["cluster_ci_high"] * 100, 1))
