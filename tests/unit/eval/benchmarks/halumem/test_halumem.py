@@ -266,9 +266,14 @@ def test_accuracy_and_gold_fields_are_two_questions_so_one_cannot_mirror_the_oth
 
 
 def test_judge_prompts_come_from_conf_and_a_missing_one_is_named():
+    from hydra import compose, initialize_config_dir
+
     from eval.benchmarks.halumem.judge import load_prompts
 
     prompts = load_prompts()
+    with initialize_config_dir(config_dir=str(Path(__file__).resolve().parents[5] / "conf"), version_base=None):
+        composed = compose("config", overrides=["benchmark=halumem"]).benchmark.judge_prompts
+    assert load_prompts(composed) == prompts  # the code default (None) reads what conf composes
     assert "replaced" in prompts["update_original"].system.lower() or "outdated" in prompts["update_original"].system.lower()
     with pytest.raises(ValueError, match="benchmark.judge_prompts.qa"):
         load_prompts({name: {"system": "s", "user": "u"} for name in ("integrity", "accuracy", "gold_fields", "update_content", "update_original")})
