@@ -109,7 +109,7 @@ def oracle_facts(user: HaluMemUser, s_idx: int, session: Session) -> tuple[Oracl
     )
 
 
-def _dialogue_text(session: Session) -> str:
+def dialogue_text(session: Session) -> str:
     return "\n".join(f"[{t.timestamp or session.start_time}] {t.role}: {t.content}" for t in session.dialogue)
 
 
@@ -316,7 +316,7 @@ class HaluMemBenchmark:
                 }
             )
         gold = [p.content for p in session.memory_points if not p.is_interference]
-        dialogue = _dialogue_text(session)
+        dialogue = dialogue_text(session)
         for m_idx, text in enumerate(stored):
             key = f"{user.uuid}:{s_idx}:m{m_idx}"
             if done(rows["accuracy"], key):
