@@ -163,6 +163,18 @@ def accuracy_cases(user: Any, rng: random.Random) -> Iterator[dict[str, Any]]:
                    "0": "a point of a far session sharing no content word"}[label]
             yield {"id": f"accuracy-u0-s{s}-p{p.index}", "source": f"halumem user 0 session {s}; candidate: {how}", "label": label,
                    "inputs": {"dialogue": {"dialogue": [s, DIALOGUE_CHARS]}, "gold_points": refs, "candidate": candidate}}
+    yield from accuracy_hand_written(rng)
+
+
+def accuracy_hand_written(rng: random.Random) -> Iterator[dict[str, Any]]:
+    for i, (name, attr, old, new, wrong, other) in enumerate(FACTS):
+        dialogue = (f"[Mar 03, 2025, 10:00:00] user: Quick update: my {attr} is no longer {old}, it is {new} now.\n"
+                    f"[Mar 03, 2025, 10:00:20] assistant: Thanks, I have noted that your {attr} is now {new}.")
+        gold = [_changed(name, attr, old, new)]
+        for label, candidate in {"2": _is(name, attr, new), "1": f"{_is(name, attr, new)} Also, {other}",
+                                 "0": _is(name, attr, wrong) if i % 2 else other}.items():
+            yield {"id": f"accuracy-hw{i}-{label}", "source": "hand-written", "label": label,
+                   "inputs": {"dialogue": dialogue, "gold_points": gold, "candidate": candidate}}
 
 
 def gold_fields_cases(user: Any, rng: random.Random) -> Iterator[dict[str, Any]]:
