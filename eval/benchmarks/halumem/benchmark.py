@@ -50,9 +50,10 @@ from core.config_check import ConfigKeyError
 from eval.benchmarks.halumem.clarify import CLARIFY_TABLES, clarify_metrics, clarify_session
 from eval.benchmarks.halumem.data import HUB_REPO, HaluMemUser, Session, halumem_time_to_iso, load_halumem_hub, load_halumem_jsonl
 from eval.benchmarks.halumem.judge import QA_LABELS, UPDATE_LABELS, HaluMemJudge, Verdict
-from eval.benchmarks.halumem.metrics import by_memory_type, by_question_type, extraction_metrics, label_metrics
+from eval.benchmarks.halumem.metrics import by_memory_type, by_question_type, extraction_metrics, label_metrics, ranking_metrics
 from eval.benchmarks.halumem.table import make_table
 from eval.benchmarks.halumem.update_links import fact_id_of, link_session, update_link_metrics
+from eval.benchmarks.halumem.update_ranking import Encode, version_ranks
 from eval.context import RunContext
 from eval.workers import SystemGuard, run_stage
 
@@ -277,7 +278,8 @@ class HaluMemBenchmark:
                 ever_held |= _fact_ids(held)
             # updates first: a point whose search returned nothing joins the integrity set (the extraction
             # judges call no system, so the system sees the same searches in the same order as before)
-            unsearched = self._judge_updates(user, s_idx, session, system, namespace, judge, rows) if self.score_updating else None
+            encode = ctx.embedder.encode if ctx.embedder is not None else None
+            unsearched = self._judge_updates(user, s_idx, session, system, namespace, judge, rows, encode) if self.score_updating else None
             if mode != "none" and self.score_extraction:
                 self._judge_extraction(user, s_idx, session, [item.text for item in stored], judge, rows, unsearched)
             if self.score_qa:
@@ -338,9 +340,10 @@ class HaluMemBenchmark:
             )
 
     def _judge_updates(self, user: HaluMemUser, s_idx: int, session: Session, system: MemorySystem, namespace: str, judge: HaluMemJudge,
-                       rows: dict[str, Any]) -> set[int]:
+                       rows: dict[str, Any], encode: Encode | None = None) -> set[int]:
         """Search and judge the session's update points; returns the indexes of those whose search returned nothing
-        (HaluMem moves them to the integrity set: their row is kept, ``routed: integrity``, outside the update metrics)."""
+        (HaluMem moves them to the integrity set: their row is kept, ``routed: integrity``, outside the update metrics).
+        With the run's embedder (``encode``) each row also gets the LLM-free version ranks (update_ranking.py)."""
         unsearched: set[int] = set()
         for point in session.memory_points:
             key = f"{user.uuid}:{s_idx}:{point.index}"
@@ -368,6 +371,7 @@ class HaluMemBenchmark:
                     "importance": point.importance,
                     "returned": returned,
                     "routed": "update" if returned else "integrity",
+                    **(version_ranks(returned, point.content, point.original_memories, encode, self.link_held_similarity) if encode else {}),
                     "label": verdict.value,
                     "content_verdict": (verdict.extra or {}).get("content"),
                     "original_current": (verdict.extra or {}).get("original_current"),
@@ -436,6 +440,8 @@ class HaluMemBenchmark:
                    else f"benchmark.extraction_source={self.extraction_source}")  # fmt: skip
         update_rows = [r for r in rows["updates"] if r.get("routed") != "integrity"]  # routed rows are in the integrity set
         updating = label_metrics(update_rows, UPDATE_LABELS, n_boot, seed) if self.score_updating else None
+        if updating is not None:
+            updating["version_ranking"] = ranking_metrics(update_rows, n_boot, seed)  # LLM-free companion
         qa = label_metrics(rows["qa"], QA_LABELS, n_boot, seed) if self.score_qa else None
         sessions = rows["sessions"]
         return {

@@ -14,6 +14,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from eval.benchmarks.halumem.data import MEMORY_TYPES, QUESTION_TYPES
+from eval.benchmarks.halumem.update_ranking import new_above_old
 from eval.metrics import bootstrap, bootstrap_ci, resampled_mean
 
 
@@ -136,3 +137,17 @@ def by_memory_type(integrity_rows: list[dict[str, Any]] | None, update_rows: lis
             "combined": _mean_metric(hits, n_boot, seed) if integrity_rows else None,
         }
     return out
+
+
+def ranking_metrics(rows: list[dict[str, Any]], n_boot: int, seed: int) -> dict[str, Any] | None:
+    """Shares of update points whose new version ranks above the original, whose original ranks above (or is
+    returned without) the new version, and where neither is returned; None for rows made without an embedder."""
+    ranked = [r for r in rows if "rank_new" in r]
+    if not ranked:
+        return None
+    old_first = [r["rank_old"] is not None and not new_above_old(r) for r in ranked]
+    return {
+        "new_above_old": _mean_metric([float(new_above_old(r)) for r in ranked], n_boot, seed),
+        "old_above_new": _mean_metric([float(x) for x in old_first], n_boot, seed),
+        "neither": _mean_metric([float(r["rank_new"] is None and r["rank_old"] is None) for r in ranked], n_boot, seed),
+    }

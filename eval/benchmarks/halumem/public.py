@@ -39,8 +39,8 @@ _ROW_STAMPS = (INPUT_HASH_FIELD, SCORED_ROW_FIELD)  # hashes eval/rows.py stamps
 _WHERE = ("key", "uuid", "session")
 _INTEGRITY = (*_WHERE, "memory_type", "memory_source", "is_interference", "importance", "score", "failure", "n_stored")
 _ACCURACY = (*_WHERE, "score", "in_gold_fields", "failure", "gold_fields_failure")
-_UPDATES = (*_WHERE, "memory_type", "importance", "routed", "label", "content_verdict", "original_current", "failure", "n_returned",
-            "n_original_memories")
+_UPDATES = (*_WHERE, "memory_type", "importance", "routed", "label", "content_verdict", "original_current", "rank_new", "rank_old", "failure",
+            "n_returned", "n_original_memories")
 
 # Per row table (file halumem_<table>.jsonl): the fields published. Left out, as text of the dataset or of a
 # model reading it: integrity/updates memory_content, updates original_memories and returned, accuracy memory,

@@ -836,3 +836,25 @@ def test_an_update_point_whose_search_returned_nothing_is_judged_for_integrity_i
     assert not any(r["schema"] in (UPDATE_CONTENT_SCHEMA, UPDATE_ORIGINAL_SCHEMA) for r in llm.requests)
     again = HaluMemBenchmark(path=str(TINY), bootstrap_samples=20).run(EmptySearchMemory(), _ctx(tmp_path, llm, EchoAnswerer()))
     assert again["extraction"] == metrics["extraction"]  # a resumed run routes the same points the same way
+
+
+def test_version_ranks_tell_a_superseding_search_from_an_append_only_one():
+    """The LLM-free update companion: the new version ranked above the replaced one, without a judge."""
+    from eval.benchmarks.halumem.metrics import ranking_metrics
+    from eval.benchmarks.halumem.update_ranking import new_above_old, version_ranks
+
+    encode, new, old = HashEmbedder().encode, "Lena Wu lives in Munich now.", "Lena Wu lives in Berlin."
+    superseding = version_ranks(["Lena Wu lives in Munich now.", "Lena has a cat."], new, [old], encode, 0.99)
+    append_only = version_ranks(["Lena Wu lives in Berlin.", "Lena Wu lives in Munich now."], new, [old], encode, 0.99)
+    nothing = version_ranks(["Lena has a cat."], new, [old], encode, 0.99)
+    assert superseding == {"rank_new": 1, "rank_old": None} and new_above_old(superseding)
+    assert append_only == {"rank_new": 2, "rank_old": 1} and not new_above_old(append_only)
+    assert nothing == {"rank_new": None, "rank_old": None}
+    m = ranking_metrics([superseding, append_only, nothing], n_boot=20, seed=0)
+    assert m["new_above_old"]["mean"] == pytest.approx(1 / 3) and m["old_above_new"]["mean"] == pytest.approx(1 / 3)
+    assert ranking_metrics([{"label": "Correct"}], n_boot=20, seed=0) is None  # rows made without an embedder
+
+
+def test_update_rows_carry_version_ranks_when_the_run_has_an_embedder(tmp_path):
+    metrics = HaluMemBenchmark(path=str(TINY), bootstrap_samples=20).run(KeywordMemory(), _ctx(tmp_path, FakeLLM(_fixed_judge), EchoAnswerer()))
+    assert metrics["updating"]["version_ranking"]["new_above_old"]["n"] == 3
