@@ -277,8 +277,9 @@ def check(judges: list[str], limit_per_label: int | None, log: Path) -> dict[str
                 bank_cfg = compose(f"judge_bank/{name}").judge_bank
             judge = instantiate(bank_cfg, llm=client)
             cases = [json.loads(line) for line in Path(bank_cfg.bank).read_text(encoding="utf-8").splitlines() if line.strip()]
-            if limit_per_label:
-                cases = [c for label in judge.labels for c in [c for c in cases if c["label"] == label][:limit_per_label]]
+            by_label = [[c for c in cases if c["label"] == label][:limit_per_label] for label in judge.labels]
+            # labels taken in turn, so a run stopped early still has every label
+            cases = [group[i] for i in range(max(map(len, by_label))) for group in by_label if i < len(group)]
             confusion: Counter = Counter()
             start = time.time()
             for n, case in enumerate(cases, 1):
