@@ -93,6 +93,11 @@ def _changed(name: str, attr: str, old: str, new: str) -> str:
     return f"{name}'s {attr} changed from {old} to {new}."
 
 
+def _now(name: str, attr: str, old: str, new: str) -> str:
+    """The change in other words: everything the changed-from-to statement says."""
+    return f"{name}'s {attr} is now {new}; it used to be {old}."
+
+
 def _others(i: int, rng: random.Random, n: int = 3) -> list[str]:
     """Unrelated memories (other invented people) to sit beside the ones a case is about."""
     picks = rng.sample([j for j in range(len(FACTS)) if j != i], n)
@@ -138,7 +143,7 @@ def integrity_cases(user: Any, rng: random.Random) -> Iterator[dict[str, Any]]:
                "inputs": {"stored": _shuffled(stored, rng), "expected_point": {"point": [s, p.index]}}}
     for i, (name, attr, old, new, _wrong, other) in enumerate(FACTS):
         target = _changed(name, attr, old, new)
-        cases = {"2": [_is(name, attr, new), other], "1": [f"{name}'s {attr} changed recently.", other], "0": [other, *_others(i, rng, 2)]}
+        cases = {"2": [_now(name, attr, old, new), other], "1": [f"{name}'s {attr} changed recently.", other], "0": [other, *_others(i, rng, 2)]}
         for label, stored in cases.items():
             yield {"id": f"integrity-hw{i}-{label}", "source": "hand-written", "label": label,
                    "inputs": {"stored": _shuffled(stored, rng), "expected_point": target}}
@@ -209,8 +214,8 @@ def update_cases(user: Any, rng: random.Random) -> Iterator[dict[str, Any]]:
         target, original = _changed(name, attr, old, new), _is(name, attr, old)
         noise = [other, *_others(i, rng, 2)]
         for label, returned in {
-            "Correct": [_is(name, attr, new) if i % 2 else target, *([f"(outdated) {original}"] if i % 3 == 0 else [])],
-            "Other": [_is(name, attr, new), original],
+            "Correct": [_now(name, attr, old, new) if i % 2 else target, *([f"(outdated) {original}"] if i % 3 == 0 else [])],
+            "Other": [_now(name, attr, old, new) if i % 2 else target, original],
             "Omission": [original] if i % 2 else [],
             "Hallucination": [_is(name, attr, wrong)],
         }.items():
