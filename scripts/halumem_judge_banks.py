@@ -282,7 +282,9 @@ def check(judges: list[str], limit_per_label: int | None, log: Path) -> dict[str
                 bank_cfg = compose(f"judge_bank/{name}").judge_bank
             judge = instantiate(bank_cfg, llm=client)
             cases = [json.loads(line) for line in Path(bank_cfg.bank).read_text(encoding="utf-8").splitlines() if line.strip()]
-            by_label = [[c for c in cases if c["label"] == label][:limit_per_label] for label in judge.labels]
+            by_label = [[c for c in cases if c["label"] == label] for label in judge.labels]
+            if limit_per_label:  # evenly spaced through the bank, so both sources (user 0, hand-written) are in
+                by_label = [group[:: max(1, len(group) // limit_per_label)][:limit_per_label] for group in by_label]
             # labels taken in turn, so a run stopped early still has every label
             cases = [group[i] for i in range(max(map(len, by_label))) for group in by_label if i < len(group)]
             confusion: Counter = Counter()
@@ -305,7 +307,7 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("make")
     chk = sub.add_parser("check")
     chk.add_argument("judges", nargs="*", default=list(JUDGES))
-    chk.add_argument("--limit-per-label", type=int, default=None, help="only the first N cases of each label")
+    chk.add_argument("--limit-per-label", type=int, default=None, help="only N cases of each label, evenly spaced through the bank")
     chk.add_argument("--log", type=Path, default=Path("halumem_judge_banks.log"))
     chk.add_argument("--out", type=Path, default=None, help="write the results as JSON here")
     args = parser.parse_args(argv)
