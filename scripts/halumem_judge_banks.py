@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import re
 import sys
@@ -272,8 +273,9 @@ def check(judges: list[str], limit_per_label: int | None, log: Path) -> dict[str
     from hydra import compose, initialize_config_dir
     from hydra.utils import instantiate
 
+    cache_dir = os.environ.get("MOSAIC_CACHE_DIR", str(Path(".cache").resolve()))  # conf's default needs a Hydra run
     with initialize_config_dir(config_dir=str(Path("conf").resolve()), version_base=None):
-        cfg = compose("config", overrides=["judge=local"])
+        cfg = compose("config", overrides=["judge=local", f"cache_dir={cache_dir}"])
     client = instantiate(cfg.judge.llm)
     out = {}
     with log.open("a", encoding="utf-8") as progress:
