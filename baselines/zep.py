@@ -471,8 +471,12 @@ def reference_time(when: str | None) -> datetime:
 
 
 def _date_range(edge: Any) -> str:
+    """Zep's context range, ``valid_at - invalid_at``. An edge graphiti expired (``expired_at``: it stopped believing
+    the fact) with no ``invalid_at`` (no date for when the fact stopped holding) would read "present"; it reads
+    "expired <expired_at>" instead, so a superseded fact is never shown as current."""
     valid = edge.valid_at.isoformat() if edge.valid_at else "date unknown"
-    invalid = edge.invalid_at.isoformat() if edge.invalid_at else "present"
+    expired = getattr(edge, "expired_at", None)
+    invalid = edge.invalid_at.isoformat() if edge.invalid_at else f"expired {expired.isoformat()}" if expired else "present"
     return f"{valid} - {invalid}"
 
 

@@ -17,6 +17,7 @@ from eval.benchmarks.halumem.update_links import false_alarm_text
 from eval.metrics import format_ci
 from eval.tables import failures_cell
 
+FAILURES = "failures (rows / ingest turns)"
 # (system config name, ablation) -> the row's name, in the table's order
 ROWS: tuple[tuple[tuple[str, str], str], ...] = (
     (("rag", "none"), "rag over turns"),
@@ -36,6 +37,24 @@ def _identity(metrics: dict[str, Any]) -> tuple[str, str] | None:
 
 def _size(metrics: dict[str, Any]) -> int:
     return int((metrics.get("overall") or {}).get("n") or (metrics.get("counts") or {}).get("questions") or 0)
+
+
+def _halumem_slice(metrics: dict[str, Any]) -> tuple[str, int]:
+    """(input file's sha256, sessions added): two HaluMem runs are comparable only when both agree."""
+    digests = ((metrics.get("metadata") or {}).get("input_files") or {}).values()
+    return next(iter(digests), "?"), int((metrics.get("counts") or {}).get("sessions_added") or 0)
+
+
+def pick_halumem_slice(runs: list[dict[str, Any]]) -> tuple[str, int] | None:
+    """The HaluMem data slice the table shows: the one most of the four rows have a run on, then the one with more
+    sessions. Rows are compared over the same sessions only, so a row whose runs all cover other sessions (a
+    session-limited slice) gets empty HaluMem cells rather than a cell that is not comparable."""
+    rows_on: dict[tuple[str, int], set[tuple[str, str]]] = {}
+    for metrics in runs:
+        key = _identity(metrics)
+        if key in dict(ROWS):
+            rows_on.setdefault(_halumem_slice(metrics), set()).add(key)  # type: ignore[arg-type]
+    return max(rows_on, key=lambda sl: (len(rows_on[sl]), sl[1]), default=None)
 
 
 def _halumem_data(metrics: dict[str, Any]) -> str:
@@ -60,8 +79,9 @@ def _links(metrics: dict[str, Any] | None) -> str:
 
 def decomposition_rows(runs_by_benchmark: dict[str, list[dict[str, Any]]], locomo_slice: Any) -> list[dict[str, Any]]:
     """Four rows per LoCoMo slice that has any decomposition run (``locomo_slice(metrics) -> str`` names it), so
-    rows of one slice compare like with like; the HaluMem columns come from that system's largest HaluMem run.
-    A cell with no published run stays empty."""
+    rows of one slice compare like with like; the HaluMem columns come from each system's largest HaluMem run on
+    one data slice (``pick_halumem_slice``: same file, same sessions for every row). A cell with no published run
+    on that slice stays empty."""
     wanted = dict(ROWS)
     locomo: dict[tuple[str, tuple[str, str]], dict[str, Any]] = {}
     halumem: dict[tuple[str, str], dict[str, Any]] = {}
@@ -69,9 +89,11 @@ def decomposition_rows(runs_by_benchmark: dict[str, list[dict[str, Any]]], locom
         key = _identity(metrics)
         if key in wanted:
             locomo[(locomo_slice(metrics), key)] = metrics
-    for metrics in runs_by_benchmark.get("halumem", []):
+    halumem_runs = runs_by_benchmark.get("halumem", [])
+    shown = pick_halumem_slice(halumem_runs)
+    for metrics in halumem_runs:
         key = _identity(metrics)
-        if key in wanted and (key not in halumem or _size(metrics) > _size(halumem[key])):
+        if key in wanted and _halumem_slice(metrics) == shown and (key not in halumem or _size(metrics) > _size(halumem[key])):
             halumem[key] = metrics
     slices = sorted({name for name, _ in locomo}) or [""]
     rows = []
@@ -88,7 +110,7 @@ def decomposition_rows(runs_by_benchmark: dict[str, list[dict[str, Any]]], locom
                 "HaluMem update correct / halluc. / omission": " / ".join(format_ci(updating.get(k)) for k in ("correct", "hallucination", "omission")) if hm else "",
                 "HaluMem QA correct / halluc. / omission": " / ".join(format_ci(qa.get(k)) for k in ("correct", "hallucination", "omission")) if hm else "",
                 "HaluMem update links right / wrong / missed / no target; false alarms": _links(hm),
-                "failures (LoCoMo; HaluMem)": "; ".join(failures_cell(m) for m in (lo, hm) if m),
+                FAILURES: "; ".join(f"{bench} {failures_cell(m)}" for bench, m in (("LoCoMo", lo), ("HaluMem", hm)) if m),
             })  # fmt: skip
     return rows
 
@@ -99,7 +121,8 @@ def decomposition_table(runs_by_benchmark: dict[str, list[dict[str, Any]]], loco
         "Extractor or organisation? The same runs as Tables 1 and 2, picked by (system, ablation): rag and MOSAIC, "
         "each over what the local model extracts (for rag: the raw turns) and over the benchmark's gold facts "
         "(ablation=oracle_facts / oracle_extractor). x100 [95% bootstrap CI]; an empty cell has no published run yet. "
-        "'HaluMem data' says how much of the file a row ran: a session-limited row (fewer sessions) is not comparable "
-        "with whole-user rows; results/bench/compare_halumem_eval_slice.md pairs them over the same sessions."
+        "HaluMem cells come from one data slice (same file, same sessions: 'HaluMem data') for every row; a row with "
+        "runs on other sessions only is left empty here (results/bench/compare_halumem_eval_slice.md pairs the "
+        "session-limited runs over their own sessions). Failures are named by benchmark: rows / ingest turns."
     )
     return table

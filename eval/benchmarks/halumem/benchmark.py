@@ -3,12 +3,14 @@
 Protocol, following HaluMem's own toolkit (MemTensor/HaluMem ``eval/eval_*.py`` and
 ``eval/evaluation.py``): for each user, sessions are added in order; right after each session
 
-* extraction: every gold point of the session that is not a searched update (interference
-  points included) is judged 0/1/2 against everything the system stored in that session, and
-  every stored memory is judged for accuracy against the dialogue and the session's
-  non-interference gold points;
 * updating: each update point (``is_update == "True"`` with original memories) is searched with
-  its own content (``update_k`` = 10 results) and judged Correct/Hallucination/Omission/Other;
+  its own content (``update_k`` = 10 results) and judged Correct/Hallucination/Omission/Other; a point
+  whose search returned nothing leaves the update task for the integrity set (``process_user`` in
+  HaluMem's ``eval/evaluation.py``; its update row is kept, marked ``routed: integrity``);
+* extraction: every other gold point of the session (interference points included) is judged 0/1/2
+  against everything the system stored in that session, and every stored memory is judged for
+  support by the dialogue and the session's non-interference gold points (0/1/2) and, in a second
+  call, for whether its fields are gold fields;
 * QA: each question of the session is searched (``qa_k`` = 20 results), answered by the shared
   answerer and judged Correct/Hallucination/Omission.
 
@@ -26,7 +28,7 @@ metrics, as in the paper. Rows are appended as they are produced, so a killed ru
 (memory state is rebuilt by replaying adds; the LLM cache makes that cheap).
 
 Judge: the run's judge model (``ctx.judge.llm``, from conf/judge) asks HaluMem's four rubrics
-(eval/benchmarks/halumem/judge.py), not the LoCoMo prompt in ``ctx.judge.prompt``: HaluMem scores
+(eval/benchmarks/halumem/judge.py, prompts in conf/halumem_judge/ as ``judge_prompts``), not the LoCoMo prompt in ``ctx.judge.prompt``: HaluMem scores
 integrity and accuracy 0/1/2 and updates/answers in four or three classes, not CORRECT/WRONG against one
 gold answer, so its prompts and reply schemas are part of its protocol. Their reply budget and retries
 are this benchmark's own keys (``judge_max_tokens``: 200, the reason plus a score or two fields, and
@@ -47,12 +49,13 @@ from core.api import AddReport, DeclaresConflictSignal, Inspectable, MemorySyste
 from core.config_check import ConfigKeyError
 from eval.benchmarks.halumem.clarify import CLARIFY_TABLES, clarify_metrics, clarify_session
 from eval.benchmarks.halumem.data import HUB_REPO, HaluMemUser, Session, halumem_time_to_iso, load_halumem_hub, load_halumem_jsonl
-from eval.benchmarks.halumem.judge import HaluMemJudge, Verdict
+from eval.benchmarks.halumem.judge import QA_LABELS, UPDATE_LABELS, HaluMemJudge, Verdict
 from eval.benchmarks.halumem.mechanism import chain_row, gold_replacements, mechanism_metrics, probe_session
-from eval.benchmarks.halumem.metrics import by_memory_type, by_question_type, extraction_metrics, label_metrics
+from eval.benchmarks.halumem.metrics import by_memory_type, by_question_type, extraction_metrics, label_metrics, ranking_metrics
 from eval.benchmarks.halumem.retrieval import RETRIEVAL_STAGES, run_halumem_retrieval
 from eval.benchmarks.halumem.table import make_table
 from eval.benchmarks.halumem.update_links import fact_id_of, link_session, update_link_metrics
+from eval.benchmarks.halumem.update_ranking import Encode, version_ranks
 from eval.context import RunContext
 from eval.tokens import returned_token_fields, token_summary
 from eval.workers import SystemGuard, run_stage
@@ -94,7 +97,7 @@ SCORED_TABLES = ("integrity", "accuracy", "updates", "qa")
 
 def failed(row: dict[str, Any] | None) -> bool:
     """Whether a verdict row records a failed LLM call (the judge's or the answerer's)."""
-    return row is not None and bool(row.get("failure") or row.get("answer_failure"))
+    return row is not None and bool(row.get("failure") or row.get("answer_failure") or row.get("gold_fields_failure"))
 
 
 def done(table: Any, key: str) -> bool:
@@ -113,7 +116,7 @@ def oracle_facts(user: HaluMemUser, s_idx: int, session: Session, replaces: dict
     )
 
 
-def _dialogue_text(session: Session) -> str:
+def dialogue_text(session: Session) -> str:
     return "\n".join(f"[{t.timestamp or session.start_time}] {t.role}: {t.content}" for t in session.dialogue)
 
 
@@ -126,6 +129,7 @@ class HaluMemBenchmark:
     hub_repo: str = HUB_REPO
     hub_revision: str | None = None
     name: str = "halumem"
+    judge_prompts: dict[str, Any] | None = None  # the judges' prompts (conf/halumem_judge/); None = the default file
     update_k: int = 10
     qa_k: int = 20
     extraction_source: str = "auto"  # auto | inspect | report | none
@@ -198,7 +202,7 @@ class HaluMemBenchmark:
         if tuple(self.stages) == RETRIEVAL_STAGES:
             return run_halumem_retrieval(self, system, ctx)
         users = self.load(ctx)
-        judge = HaluMemJudge(ctx.judge.llm, max_tokens=self.judge_max_tokens, attempts=self.judge_attempts)  # the run's judge model, HaluMem's rubrics
+        judge = HaluMemJudge(ctx.judge.llm, self.judge_prompts, max_tokens=self.judge_max_tokens, attempts=self.judge_attempts)  # the run's judge model, HaluMem's rubrics
         mode = self._extraction_mode(system)
         if self.clarify not in ("off", "oracle"):
             raise ValueError(f"benchmark.clarify must be off or oracle, got {self.clarify!r}")
@@ -297,10 +301,12 @@ class HaluMemBenchmark:
                 stored = clarify_session(self, user, s_idx, session, system, namespace, judge, mode, rows, stored)
                 held = _snapshot_stored(system, namespace) if mode == "inspect" else held
                 ever_held |= _fact_ids(held)
+            # updates first: a point whose search returned nothing joins the integrity set (the extraction
+            # judges call no system, so the system sees the same searches in the same order as before)
+            encode = ctx.embedder.encode if ctx.embedder is not None else None
+            unsearched = self._judge_updates(user, s_idx, session, system, namespace, judge, rows, encode) if self.score_updating else None
             if mode != "none" and self.score_extraction:
-                self._judge_extraction(user, s_idx, session, [item.text for item in stored], judge, rows)
-            if self.score_updating:
-                self._judge_updates(user, s_idx, session, system, namespace, judge, rows)
+                self._judge_extraction(user, s_idx, session, [item.text for item in stored], judge, rows, unsearched)
             if self.score_qa:
                 facts = {"gold_ids": gold_ids, "ever_held": ever_held,
                          "by_memory": {item.memory_id: item.fact_id for item in held.values() if item.fact_id}}
@@ -314,10 +320,14 @@ class HaluMemBenchmark:
             elif "mechanism" in rows and key not in rows["mechanism"]:  # the chain only: recall is read from the QA rows
                 rows["mechanism"].append({"key": key, "uuid": user.uuid, "session": s_idx, **chain_row(s_idx, session, replaces)})
 
-    def _judge_extraction(self, user: HaluMemUser, s_idx: int, session: Session, stored: list[str], judge: HaluMemJudge, rows: dict[str, Any]) -> None:
+    def _judge_extraction(self, user: HaluMemUser, s_idx: int, session: Session, stored: list[str], judge: HaluMemJudge, rows: dict[str, Any],
+                          unsearched: set[int] | None) -> None:
+        """Integrity of every gold point outside the update task (``unsearched``: update points whose search returned
+        nothing; None: no update task ran, so every point is in the integrity set), then each stored memory's accuracy."""
         for point in session.memory_points:
             key = f"{user.uuid}:{s_idx}:{point.index}"
-            if point.is_searched_update or done(rows["integrity"], key):
+            in_update_task = point.is_searched_update and unsearched is not None and point.index not in unsearched
+            if in_update_task or done(rows["integrity"], key):
                 continue
             if stored:
                 verdict = judge.integrity(stored, point.content)
@@ -341,12 +351,12 @@ class HaluMemBenchmark:
                 }
             )
         gold = [p.content for p in session.memory_points if not p.is_interference]
-        dialogue = _dialogue_text(session)
+        dialogue = dialogue_text(session)
         for m_idx, text in enumerate(stored):
             key = f"{user.uuid}:{s_idx}:m{m_idx}"
             if done(rows["accuracy"], key):
                 continue
-            verdict = judge.accuracy(dialogue, gold, text)
+            verdict, fields = judge.accuracy(dialogue, gold, text), judge.gold_fields(gold, text)
             rows["accuracy"].replace(
                 {
                     "key": key,
@@ -354,26 +364,36 @@ class HaluMemBenchmark:
                     "session": s_idx,
                     "memory": text,
                     "score": verdict.value,
-                    "in_gold_fields": (verdict.extra or {}).get("in_gold_fields"),
+                    "in_gold_fields": fields.value,
                     "failure": verdict.failure,
+                    "gold_fields_failure": fields.failure,
                     "reason": verdict.reason,
+                    "gold_fields_reason": fields.reason,
                 }
             )
 
-    def _judge_updates(self, user: HaluMemUser, s_idx: int, session: Session, system: MemorySystem, namespace: str, judge: HaluMemJudge, rows: dict[str, Any]) -> None:
+    def _judge_updates(self, user: HaluMemUser, s_idx: int, session: Session, system: MemorySystem, namespace: str, judge: HaluMemJudge,
+                       rows: dict[str, Any], encode: Encode | None = None) -> set[int]:
+        """Search and judge the session's update points; returns the indexes of those whose search returned nothing
+        (HaluMem moves them to the integrity set: their row is kept, ``routed: integrity``, outside the update metrics).
+        With the run's embedder (``encode``) each row also gets the LLM-free version ranks (update_ranking.py)."""
+        unsearched: set[int] = set()
         for point in session.memory_points:
             key = f"{user.uuid}:{s_idx}:{point.index}"
             if not point.is_searched_update:
                 continue
             if done(rows["updates"], key):
                 _replay_search(system, namespace, point.content, self.update_k)
+                if rows["updates"].get(key).get("routed") == "integrity":
+                    unsearched.add(point.index)
                 continue
             returned = [item.text for item in system.search(namespace, point.content, self.update_k)]
             tokens = returned_token_fields(returned)  # tokens returned per search, one tokenizer for every system (eval/tokens.py)
             if returned:
                 verdict = judge.update(returned, point.content, list(point.original_memories))
-            else:  # nothing came back: the update is missing, no judge needed
-                verdict = Verdict("Omission", "search returned nothing")
+            else:
+                unsearched.add(point.index)
+                verdict = Verdict(None, "search returned nothing: judged for integrity instead")
             rows["updates"].replace(
                 {
                     "key": key,
@@ -385,11 +405,16 @@ class HaluMemBenchmark:
                     "importance": point.importance,
                     "returned": returned,
                     **tokens,
+                    "routed": "update" if returned else "integrity",
+                    **(version_ranks(returned, point.content, point.original_memories, encode, self.link_held_similarity) if encode else {}),
                     "label": verdict.value,
+                    "content_verdict": (verdict.extra or {}).get("content"),
+                    "original_current": (verdict.extra or {}).get("original_current"),
                     "failure": verdict.failure,
                     "reason": verdict.reason,
                 }
             )
+        return unsearched
 
     def _answer_questions(self, user: HaluMemUser, s_idx: int, session: Session, system: MemorySystem, namespace: str, ctx: RunContext,
                           judge: HaluMemJudge, rows: dict[str, Any], facts: dict[str, Any]) -> None:
@@ -449,8 +474,11 @@ class HaluMemBenchmark:
         skipped = ("benchmark.score_extraction=false: stored memories were read, not judged" if not self.score_extraction and extraction_mode != "none"
                    else "the system cannot list what it stored (not Inspectable)" if extraction_mode == "none" and self.extraction_source == "auto"
                    else f"benchmark.extraction_source={self.extraction_source}")  # fmt: skip
-        updating = label_metrics(rows["updates"], ("Correct", "Hallucination", "Omission", "Other"), n_boot, seed) if self.score_updating else None
-        qa = label_metrics(rows["qa"], ("Correct", "Hallucination", "Omission"), n_boot, seed) if self.score_qa else None
+        update_rows = [r for r in rows["updates"] if r.get("routed") != "integrity"]  # routed rows are in the integrity set
+        updating = label_metrics(update_rows, UPDATE_LABELS, n_boot, seed) if self.score_updating else None
+        if updating is not None:
+            updating["version_ranking"] = ranking_metrics(update_rows, n_boot, seed)  # LLM-free companion
+        qa = label_metrics(rows["qa"], QA_LABELS, n_boot, seed) if self.score_qa else None
         sessions = rows["sessions"]
         return {
             "benchmark": self.name,
@@ -463,13 +491,14 @@ class HaluMemBenchmark:
             "updating": updating,
             "qa": qa,
             "tasks_skipped": [name for name, on in (("updating", self.score_updating), ("qa", self.score_qa)) if not on],
-            "by_question_type": by_question_type(rows["qa"], ("Correct", "Hallucination", "Omission"), n_boot, seed) if qa else None,
-            "by_memory_type": by_memory_type(rows["integrity"] if extraction is not None else None, rows["updates"], n_boot, seed),
+            "by_question_type": by_question_type(rows["qa"], QA_LABELS, n_boot, seed) if qa else None,
+            "by_memory_type": by_memory_type(rows["integrity"] if extraction is not None else None, update_rows, n_boot, seed),
             "counts": {
                 "users": len(rows["users"]),
                 "sessions_added": len(sessions),
                 "generated_qa_sessions_skipped": sum(r["generated_qa_session"] for r in sessions),
-                "update_points": len(rows["updates"]),
+                "update_points": len(update_rows),
+                "update_points_routed_to_integrity": len(rows["updates"]) - len(update_rows),
                 "questions": len(rows["qa"]),
                 "add_failures": sum(r["add_failures"] for r in sessions),
                 "conflicts": {k: sum(r[f"n_{k}"] for r in sessions) for k in ("updated", "rejected", "flagged")},

@@ -70,9 +70,9 @@ def clarify_session(bench: Any, user: Any, s_idx: int, session: Any, system: Any
                     rows: dict[str, Any], stored: list[StoredItem]) -> list[StoredItem]:
     """The hook in HaluMemBenchmark's session loop: judge without, ask the oracle, return what is stored with."""
     without = {"integrity": rows["integrity_noclarify"], "accuracy": rows["accuracy_noclarify"], "updates": rows["updates_noclarify"]}
+    unsearched = bench._judge_updates(user, s_idx, session, system, namespace, judge, without)
     if mode != "none":
-        bench._judge_extraction(user, s_idx, session, [item.text for item in stored], judge, without)
-    bench._judge_updates(user, s_idx, session, system, namespace, judge, without)
+        bench._judge_extraction(user, s_idx, session, [item.text for item in stored], judge, without, unsearched)
     before = {item.memory_id for item in system.stored_items(namespace)} if mode == "inspect" else set()
     asked, committed = ask_oracle(system, namespace, session, bench.clarify_budget, bench.clarify_match_threshold)
     for row in asked:
@@ -101,6 +101,7 @@ def clarify_metrics(bench: Any, rows: dict[str, list[dict[str, Any]]], extractio
         "without": {
             "extraction": extraction_metrics(rows["integrity_noclarify"], rows["accuracy_noclarify"], n_boot, seed)
             if extraction_mode != "none" else None,
-            "updating": label_metrics(rows["updates_noclarify"], ("Correct", "Hallucination", "Omission", "Other"), n_boot, seed),
+            "updating": label_metrics([r for r in rows["updates_noclarify"] if r.get("routed") != "integrity"],
+                                      ("Correct", "Hallucination", "Omission", "Other"), n_boot, seed),
         },
     }

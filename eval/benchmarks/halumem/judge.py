@@ -1,72 +1,87 @@
-"""HaluMem's four LLM judges (memory integrity, memory accuracy, update, QA), in our own words.
+"""HaluMem's LLM judges (memory integrity, memory accuracy, update, QA), one question per call.
 
-The rubrics follow HaluMem's evaluation toolkit (MemTensor/HaluMem, ``eval/eval_tools.py``):
-integrity 0/1/2 per gold point against everything the system stored for the session;
-accuracy 0/1/2 plus "is this memory about a field the gold points cover" per stored memory;
-update Correct/Hallucination/Omission/Other; QA Correct/Hallucination/Omission. Output is
-constrained by a JSON schema; output that still breaks it after the client's retries is a
-counted failure (``verdict=None``), never a crash. An unreachable server still raises, so a
-run can resume later.
+The rubrics follow HaluMem's evaluation toolkit (MemTensor/HaluMem, ``eval/eval_tools.py``); the prompt texts
+live in conf/halumem_judge/ (the benchmark's ``judge_prompts``). Two official prompts ask two things at once and
+are split here so a small judge model answers one question per call (docs/halumem.md, deviation table):
+
+* accuracy: the 0/1/2 support score, and separately whether every field of the memory is a gold field;
+* update: does a returned memory state the new version (complete / partial / wrong / missing), and, when it
+  does, is the original still presented as current. HaluMem's Correct needs both the new version and the
+  original "effectively replaced or marked as outdated"; a complete update whose original is still current is
+  ``Other`` (neither hallucinated nor omitted).
+
+Output is constrained by a JSON schema; output that still breaks it after the client's retries is a counted
+failure (``verdict=None``, excluded from the "(valid)" ratios), never a crash. An unreachable server still
+raises, so a run can resume later.
 """
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import Any, Mapping
+
+from omegaconf import OmegaConf
 
 from core.llm import LLMClient, LLMOutputError
 
 log = logging.getLogger(__name__)
 
+INTEGRITY_LABELS = (2, 1, 0)
+ACCURACY_LABELS = (2, 1, 0)
 UPDATE_LABELS = ("Correct", "Hallucination", "Omission", "Other")
 QA_LABELS = ("Correct", "Hallucination", "Omission")
+UPDATE_CONTENT_VERDICTS = ("complete", "partial", "wrong", "missing")
+PROMPT_NAMES = ("integrity", "accuracy", "gold_fields", "update_content", "update_original", "qa")
+# the prompts a run uses unless its config names others (conf/benchmark/halumem.yaml composes the same file)
+DEFAULT_PROMPTS_FILE = Path(__file__).resolve().parents[3] / "conf" / "halumem_judge" / "default.yaml"
 
 
 def _schema(properties: dict[str, Any]) -> dict[str, Any]:
     return {"type": "object", "properties": properties, "required": list(properties), "additionalProperties": False}
 
 
-# A bounded reason first (lets a small judge think, keeps the output short), then the verdict.
+# A bounded reason first (lets a small judge think, keeps the output short), then the one answer.
 _REASON = {"type": "string", "maxLength": 300}
 
 INTEGRITY_SCHEMA = _schema({"reason": _REASON, "score": {"type": "integer", "enum": [0, 1, 2]}})
-ACCURACY_SCHEMA = _schema(
-    {"reason": _REASON, "accuracy_score": {"type": "integer", "enum": [0, 1, 2]}, "in_gold_fields": {"type": "boolean"}}
-)
-UPDATE_SCHEMA = _schema({"reason": _REASON, "label": {"type": "string", "enum": list(UPDATE_LABELS)}})
+ACCURACY_SCHEMA = _schema({"reason": _REASON, "score": {"type": "integer", "enum": [0, 1, 2]}})
+GOLD_FIELDS_SCHEMA = _schema({"reason": _REASON, "in_gold_fields": {"type": "boolean"}})
+UPDATE_CONTENT_SCHEMA = _schema({"reason": _REASON, "verdict": {"type": "string", "enum": list(UPDATE_CONTENT_VERDICTS)}})
+UPDATE_ORIGINAL_SCHEMA = _schema({"reason": _REASON, "original_current": {"type": "boolean"}})
 QA_SCHEMA = _schema({"reason": _REASON, "label": {"type": "string", "enum": list(QA_LABELS)}})
 
-INTEGRITY_SYSTEM = """You check whether a memory system kept a fact it should have kept.
-You get the list of memories the system stored after a conversation and one expected memory point.
-Score how well the stored memories cover the expected point:
-2 = one or more stored memories state or clearly imply everything in the expected point (paraphrase is fine);
-1 = the point is only partly covered: some element (person, event, time, place, value, preference) is missing, vague ("maybe", "probably") or slightly wrong;
-0 = the point is absent, or every key element is wrong.
-Unrelated or extra memories do not lower the score. If stored memories disagree with each other, give the best coverage any of them achieves.
-Reply with JSON: a one-sentence reason, then the score."""
+# update_content verdict -> HaluMem label (``complete`` waits for the second question)
+_CONTENT_TO_LABEL = {"partial": "Omission", "missing": "Omission", "wrong": "Hallucination"}
 
-ACCURACY_SYSTEM = """You check one memory that a memory system stored after a conversation.
-You get the dialogue, the gold memory points annotated for it, and the candidate memory.
-Break the candidate into atomic facts (name, number, place, time, preference, ...). Use only the dialogue and the gold points, no outside knowledge; watch negation, quantities, times and who a fact is about.
-accuracy_score: 2 = every fact is supported by the dialogue or the gold points; 1 = at least one fact is supported but another is unsupported or contradicted; 0 = nothing is supported, or it contradicts the sources (a hallucinated memory).
-in_gold_fields: true when every fact in the candidate concerns a field (kind of information, e.g. job, home city, food preference) that some gold point also covers, whatever its value; false when any fact is about a field no gold point covers.
-Reply with JSON: a one-sentence reason, then accuracy_score, then in_gold_fields."""
 
-UPDATE_SYSTEM = """You check whether a memory system applied an update correctly.
-You get the memories the system returned when asked about the topic, the target memory as it should read after the update, and the original memory it replaces.
-Correct = the returned memories contain every piece of information in the target memory, with key details (dates, numbers, names) matching; paraphrase is fine.
-Hallucination = a returned memory about this topic states the update with wrong or contradicting details.
-Omission = no returned memory reflects the update (only the old version or nothing), or the update is there but misses key information.
-Other = the update failed in a way that is neither of the above.
-Reply with JSON: a one-sentence reason, then the label."""
+@dataclass(frozen=True)
+class JudgePrompt:
+    """One judge's system text and user template (Python format string)."""
 
-QA_SYSTEM = """You grade a memory system's answer to a question about a user.
-You get the question, the reference answer, the key memory points behind it, and the system's answer. Use nothing else.
-Correct = the answer means the same as the reference answer and contradicts nothing in the key memory points; paraphrase and equivalent formats of numbers and dates are fine. If the reference says the information is unknown and the answer also says it is unknown, that is Correct.
-Hallucination = the answer states something that contradicts the reference or the key points, or gives a definite fact where the reference says it is unknown. An answer that both misses and invents information is a Hallucination.
-Omission = the answer invents nothing but is incomplete, or says it does not know / has no memory although the key points contain the answer.
-Reply with JSON: a one-sentence reason, then the label."""
+    system: str
+    user: str
+
+    def messages(self, **fields: str) -> list[dict[str, str]]:
+        return [{"role": "system", "content": self.system}, {"role": "user", "content": self.user.format(**fields)}]
+
+
+def load_prompts(raw: Mapping[str, Any] | None = None, where: str = "benchmark.judge_prompts") -> dict[str, JudgePrompt]:
+    """The six prompts from a config mapping (``raw``), or from conf/halumem_judge/default.yaml when None.
+    A missing prompt or field is a ValueError naming ``where`` and the key."""
+    if raw is None:
+        raw = OmegaConf.to_container(OmegaConf.load(DEFAULT_PROMPTS_FILE), resolve=True)  # type: ignore[assignment]
+        where = str(DEFAULT_PROMPTS_FILE)
+    elif not isinstance(raw, Mapping):
+        raw = OmegaConf.to_container(raw, resolve=True)  # type: ignore[arg-type]
+    out = {}
+    for name in PROMPT_NAMES:
+        entry = (raw or {}).get(name)
+        if not isinstance(entry, Mapping) or not isinstance(entry.get("system"), str) or not isinstance(entry.get("user"), str):
+            raise ValueError(f"{where}.{name}: needs a 'system' and a 'user' string (see conf/halumem_judge/default.yaml)")
+        out[name] = JudgePrompt(system=entry["system"], user=entry["user"])
+    return out
 
 
 def _bullets(items: list[str]) -> str:
@@ -86,37 +101,30 @@ class Verdict:
 class HaluMemJudge:
     """HaluMem's judges on any ``LLMClient``; every call is metered as ``purpose='judge'``."""
 
-    def __init__(self, llm: LLMClient, max_tokens: int = 200, attempts: int = 2) -> None:
+    def __init__(self, llm: LLMClient, prompts: Mapping[str, Any] | None = None, max_tokens: int = 200, attempts: int = 2) -> None:
         self.llm = llm
+        self.prompts = load_prompts(prompts)
         self.max_tokens = max_tokens
         self.attempts = attempts
 
-    # -- message builders (pure, so tests can read the prompts) ---------------------------
-    @staticmethod
-    def integrity_messages(stored: list[str], expected_point: str) -> list[dict[str, str]]:
-        user = f"Stored memories:\n{_bullets(stored)}\n\nExpected memory point:\n{expected_point}"
-        return [{"role": "system", "content": INTEGRITY_SYSTEM}, {"role": "user", "content": user}]
+    # -- message builders (pure, so tests and bank cases can read the prompts) ------------
+    def integrity_messages(self, stored: list[str], expected_point: str) -> list[dict[str, str]]:
+        return self.prompts["integrity"].messages(stored=_bullets(stored), expected_point=expected_point)
 
-    @staticmethod
-    def accuracy_messages(dialogue: str, gold_points: list[str], candidate: str) -> list[dict[str, str]]:
-        user = f"Dialogue:\n{dialogue}\n\nGold memory points:\n{_bullets(gold_points)}\n\nCandidate memory:\n{candidate}"
-        return [{"role": "system", "content": ACCURACY_SYSTEM}, {"role": "user", "content": user}]
+    def accuracy_messages(self, dialogue: str, gold_points: list[str], candidate: str) -> list[dict[str, str]]:
+        return self.prompts["accuracy"].messages(dialogue=dialogue, gold_points=_bullets(gold_points), candidate=candidate)
 
-    @staticmethod
-    def update_messages(returned: list[str], target: str, original: list[str]) -> list[dict[str, str]]:
-        user = (
-            f"Memories returned by the system:\n{_bullets(returned)}\n\n"
-            f"Target memory after the update:\n{target}\n\nOriginal memory before the update:\n{_bullets(original)}"
-        )
-        return [{"role": "system", "content": UPDATE_SYSTEM}, {"role": "user", "content": user}]
+    def gold_fields_messages(self, gold_points: list[str], candidate: str) -> list[dict[str, str]]:
+        return self.prompts["gold_fields"].messages(gold_points=_bullets(gold_points), candidate=candidate)
 
-    @staticmethod
-    def qa_messages(question: str, reference: str, key_points: list[str], response: str) -> list[dict[str, str]]:
-        user = (
-            f"Question: {question}\nReference answer: {reference}\n"
-            f"Key memory points:\n{_bullets(key_points)}\nSystem answer: {response}"
-        )
-        return [{"role": "system", "content": QA_SYSTEM}, {"role": "user", "content": user}]
+    def update_content_messages(self, returned: list[str], target: str, original: list[str]) -> list[dict[str, str]]:
+        return self.prompts["update_content"].messages(returned=_bullets(returned), target=target, original=_bullets(original))
+
+    def update_original_messages(self, returned: list[str], target: str, original: list[str]) -> list[dict[str, str]]:
+        return self.prompts["update_original"].messages(returned=_bullets(returned), target=target, original=_bullets(original))
+
+    def qa_messages(self, question: str, reference: str, key_points: list[str], response: str) -> list[dict[str, str]]:
+        return self.prompts["qa"].messages(question=question, reference=reference, key_points=_bullets(key_points), response=response)
 
     # -- calls ----------------------------------------------------------------------------
     def _ask(self, messages: list[dict[str, str]], schema: dict[str, Any]) -> dict[str, Any] | str:
@@ -130,8 +138,8 @@ class HaluMemJudge:
             return f"not an object: {str(out)[:200]}"
         return out
 
-    def integrity(self, stored: list[str], expected_point: str) -> Verdict:
-        out = self._ask(self.integrity_messages(stored, expected_point), INTEGRITY_SCHEMA)
+    def _score(self, messages: list[dict[str, str]], schema: dict[str, Any]) -> Verdict:
+        out = self._ask(messages, schema)
         if isinstance(out, str):
             return Verdict(None, failure=out)
         score = _as_score(out.get("score"))
@@ -139,28 +147,49 @@ class HaluMemJudge:
             return Verdict(None, failure=f"bad score: {str(out)[:200]}")
         return Verdict(score, str(out.get("reason", "")))
 
-    def accuracy(self, dialogue: str, gold_points: list[str], candidate: str) -> Verdict:
-        out = self._ask(self.accuracy_messages(dialogue, gold_points, candidate), ACCURACY_SCHEMA)
-        if isinstance(out, str):
-            return Verdict(None, failure=out)
-        score = _as_score(out.get("accuracy_score"))
-        included = out.get("in_gold_fields")
-        if score is None or not isinstance(included, bool):
-            return Verdict(None, failure=f"bad accuracy verdict: {str(out)[:200]}")
-        return Verdict(score, str(out.get("reason", "")), extra={"in_gold_fields": included})
-
-    def update(self, returned: list[str], target: str, original: list[str]) -> Verdict:
-        return self._label(self.update_messages(returned, target, original), UPDATE_SCHEMA, UPDATE_LABELS)
-
-    def qa(self, question: str, reference: str, key_points: list[str], response: str) -> Verdict:
-        return self._label(self.qa_messages(question, reference, key_points, response), QA_SCHEMA, QA_LABELS)
-
-    def _label(self, messages: list[dict[str, str]], schema: dict[str, Any], labels: tuple[str, ...]) -> Verdict:
+    def _flag(self, messages: list[dict[str, str]], schema: dict[str, Any], key: str) -> Verdict:
         out = self._ask(messages, schema)
         if isinstance(out, str):
             return Verdict(None, failure=out)
+        value = out.get(key)
+        if not isinstance(value, bool):
+            return Verdict(None, failure=f"bad {key}: {str(out)[:200]}")
+        return Verdict(value, str(out.get("reason", "")))
+
+    def integrity(self, stored: list[str], expected_point: str) -> Verdict:
+        return self._score(self.integrity_messages(stored, expected_point), INTEGRITY_SCHEMA)
+
+    def accuracy(self, dialogue: str, gold_points: list[str], candidate: str) -> Verdict:
+        """The support score alone (HaluMem's accuracy_score)."""
+        return self._score(self.accuracy_messages(dialogue, gold_points, candidate), ACCURACY_SCHEMA)
+
+    def gold_fields(self, gold_points: list[str], candidate: str) -> Verdict:
+        """Whether every field of the candidate is a gold field (HaluMem's is_included_in_golden_memories)."""
+        return self._flag(self.gold_fields_messages(gold_points, candidate), GOLD_FIELDS_SCHEMA, "in_gold_fields")
+
+    def update(self, returned: list[str], target: str, original: list[str]) -> Verdict:
+        """Correct / Hallucination / Omission / Other from one or two questions (module docstring)."""
+        out = self._ask(self.update_content_messages(returned, target, original), UPDATE_CONTENT_SCHEMA)
+        if isinstance(out, str):
+            return Verdict(None, failure=out)
+        content = out.get("verdict")
+        if content not in UPDATE_CONTENT_VERDICTS:
+            return Verdict(None, failure=f"bad update verdict: {str(out)[:200]}")
+        reason = str(out.get("reason", ""))
+        if content != "complete":
+            return Verdict(_CONTENT_TO_LABEL[content], reason, extra={"content": content})
+        still = self._flag(self.update_original_messages(returned, target, original), UPDATE_ORIGINAL_SCHEMA, "original_current")
+        if still.value is None:
+            return Verdict(None, reason, failure=still.failure, extra={"content": content})
+        label = "Other" if still.value else "Correct"
+        return Verdict(label, f"{reason} | {still.reason}", extra={"content": content, "original_current": still.value})
+
+    def qa(self, question: str, reference: str, key_points: list[str], response: str) -> Verdict:
+        out = self._ask(self.qa_messages(question, reference, key_points, response), QA_SCHEMA)
+        if isinstance(out, str):
+            return Verdict(None, failure=out)
         label = out.get("label")
-        if label not in labels:
+        if label not in QA_LABELS:
             return Verdict(None, failure=f"bad label: {str(out)[:200]}")
         return Verdict(label, str(out.get("reason", "")))
 

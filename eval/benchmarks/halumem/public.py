@@ -38,12 +38,14 @@ ROW_PREFIX = "halumem_"
 _ROW_STAMPS = (INPUT_HASH_FIELD, SCORED_ROW_FIELD)  # hashes eval/rows.py stamps on rows
 _WHERE = ("key", "uuid", "session")
 _INTEGRITY = (*_WHERE, "memory_type", "memory_source", "is_interference", "importance", "score", "failure", "n_stored")
-_ACCURACY = (*_WHERE, "score", "in_gold_fields", "failure")
-_UPDATES = (*_WHERE, "memory_type", "importance", "label", "failure", "n_returned", "n_original_memories", "retrieved_tokens", "returned_tokens")
+_ACCURACY = (*_WHERE, "score", "in_gold_fields", "failure", "gold_fields_failure")
+_UPDATES = (*_WHERE, "memory_type", "importance", "routed", "label", "content_verdict", "original_current", "rank_new", "rank_old", "failure",
+            "n_returned", "n_original_memories", "retrieved_tokens", "returned_tokens")
 
 # Per row table (file halumem_<table>.jsonl): the fields published. Left out, as text of the dataset or of a
 # model reading it: integrity/updates memory_content, updates original_memories and returned, accuracy memory,
-# qa question, gold and response, clarifications text, question, gold and entity_id, and every judge reason.
+# qa question, gold and response, clarifications text, question, gold and entity_id, and every judge reason
+# (accuracy gold_fields_reason included).
 PUBLIC_FIELDS: dict[str, tuple[str, ...]] = {
     "users": ("key", "sessions"),
     "sessions": ("key", "generated_qa_session", "n_turns", "n_stored", "n_updated", "n_rejected", "n_flagged", "add_failures", "usage"),
@@ -81,7 +83,8 @@ DATASET_TEXT: dict[str, tuple[str, ...]] = {
     "updates": ("memory_content", "original_memories"), "updates_noclarify": ("memory_content", "original_memories"),
     "qa": ("question", "gold"), "clarifications": ("gold",),
 }  # fmt: skip
-FAILURE_KINDS = ("schema", "not an object", "bad score", "bad accuracy verdict", "bad label")  # judge.py's messages
+FAILURE_KINDS = ("schema", "not an object", "bad score", "bad accuracy verdict", "bad label", "bad update verdict", "bad in_gold_fields",
+                 "bad original_current")  # judge.py's messages
 MAX_KEPT_STRING = 64  # longest string a kept field may hold: a key (uuid:session:index), a label, a type name
 TEXT_WINDOW = 20  # dataset texts are looked for by their 20-character pieces
 
@@ -120,7 +123,7 @@ def public_row(table: str, row: dict[str, Any]) -> dict[str, Any]:
             out[name] = derived[name](row)
         elif name in row:
             out[name] = row[name]
-    for name in ("failure", "answer_failure"):
+    for name in ("failure", "answer_failure", "gold_fields_failure"):
         if name in out:
             out[name] = failure_kind(out[name])
     if table == "update_links":

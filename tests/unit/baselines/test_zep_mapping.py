@@ -119,6 +119,14 @@ def test_search_rendering_puts_dated_facts_above_entity_summaries():
     assert items[0].score > items[1].score > items[2].score
 
 
+def test_an_expired_edge_without_an_end_date_is_not_shown_as_present():
+    """graphiti can expire an edge (expired_at) without dating its end (invalid_at); Zep's range would say 'present'."""
+    edge = _edge("e1", "Ann lives in Paris", JAN, ["ep-old"])
+    edge.expired_at = MAR
+    text = zep.render_search("g", [edge], [], _turn_ids)[0].text
+    assert text == "Ann lives in Paris (Date range: 2024-01-10T00:00:00+00:00 - expired 2024-03-02T00:00:00+00:00)"
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)

@@ -45,3 +45,25 @@ def test_halumem_columns_come_from_the_same_system_and_ablation():
     assert rows_counted["MOSAIC, oracle extractor"][links] == "3 / 2 / 5 / 52 of 62; 3 of 200"
     assert rows["rag over turns"][links] == ""  # no run
     assert rows["rag over oracle facts"][links] == "no check (append-only)"  # a run with no conflict check
+
+
+def _halumem(system: str, ablation: str, sessions: int, correct: float) -> dict:
+    return {"metadata": {"system": system, "ablation": ablation, "overrides": [], "input_files": {"benchmark.path": "e119" + "0" * 60}},
+            "counts": {"questions": 2 * sessions, "sessions_added": sessions}, "failures": {"rows": 1, "ingest_turns": 0},
+            "updating": {"correct": {"mean": correct}}, "qa": {"correct": {"mean": correct}}}  # fmt: skip
+
+
+def test_halumem_cells_pair_rows_over_the_same_sessions_only():
+    """A session-limited run (10 sessions) used to sit beside whole-user runs (25 sessions) of the other rows."""
+    runs = {"halumem": [_halumem("rag", "none", 25, 0.5), _halumem("rag", "oracle_facts", 25, 0.6),
+                        _halumem("mosaic", "oracle_extractor", 25, 0.7), _halumem("mosaic", "none", 10, 0.2)]}  # fmt: skip
+    rows = {r["row"]: r for r in decomposition_rows(runs, lambda m: "")}
+    assert {r["HaluMem data"] for name, r in rows.items() if name != "MOSAIC, model extractor"} == {"25 sessions, 50 q, file e1190000"}
+    assert rows["MOSAIC, model extractor"]["HaluMem data"] == "" and rows["MOSAIC, model extractor"]["HaluMem QA correct / halluc. / omission"] == ""
+
+
+def test_failures_column_names_each_benchmark():
+    lo = run("rag", "none", 0.3)
+    lo["failures"] = {"rows": 0, "ingest_turns": 2}
+    rows = {r["row"]: r for r in decomposition_rows({"locomo": [lo], "halumem": [_halumem("rag", "none", 25, 0.5)]}, lambda m: "")}
+    assert rows["rag over turns"]["failures (rows / ingest turns)"] == "LoCoMo 0 / 2; HaluMem 1 / 0"

@@ -36,6 +36,8 @@ NOT_RESULT_DECIDING: dict[str, str] = {
     "core.llm.OpenAICompatClient.model": "which served model: each llm option names it (openai_compat requires it, ???)",
     "core.llm.OpenAICompatClient.extra_body": "None and {} send the same request (the client stores dict(extra_body or {}))",
     "eval.benchmarks.halumem.benchmark.HaluMemBenchmark.path": "the data file's location (None: the user must give it)",
+    "eval.benchmarks.halumem.benchmark.HaluMemBenchmark.judge_prompts": "None reads the very file conf composes there "
+    "(conf/halumem_judge/default.yaml; test_halumem checks they are equal)",
     "eval.loggers.WandbLogger.mode": "where the run's log goes (offline folder or wandb.ai)",
 }
 

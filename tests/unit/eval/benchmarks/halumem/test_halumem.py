@@ -15,8 +15,9 @@ from eval.benchmarks.halumem.benchmark import HaluMemBenchmark
 from eval.benchmarks.halumem.data import QUESTION_TYPES, HaluMemSchemaError, halumem_time_to_iso, load_halumem_hub, load_halumem_jsonl
 from eval.benchmarks.halumem.metrics import by_memory_type, by_question_type, extraction_metrics, f1_score, label_metrics
 from eval.context import RunContext
+from eval.benchmarks.halumem.judge import (ACCURACY_SCHEMA, GOLD_FIELDS_SCHEMA, INTEGRITY_SCHEMA, QA_SCHEMA, UPDATE_CONTENT_SCHEMA,
+                                           UPDATE_ORIGINAL_SCHEMA, HaluMemJudge)
 from eval.tokens import count_tokens
-from eval.benchmarks.halumem.judge import ACCURACY_SCHEMA, INTEGRITY_SCHEMA, QA_SCHEMA, UPDATE_SCHEMA, HaluMemJudge
 from core.api import AddReport, Retrieved, StoredItem, Turn
 from tests.conftest import REPO
 from tests.fakes import FakeLLM, HashEmbedder
@@ -101,7 +102,7 @@ INTEGRITY_ROWS = [
     _integrity(2, 1.0),
     _integrity(1, 0.5, memory_type="Event Memory"),
     _integrity(0, 0.2),
-    _integrity(None, 0.3),  # judge failure: stays in the denominator with no credit
+    _integrity(None, 0.3),  # judge failure: left out of the headline ("valid") ratio, no credit in "all"
     _integrity(2, 0.5, memory_type="Event Memory"),
     _integrity(0, 0.3, interference=True),  # resisted
     _integrity(2, 0.3, interference=True),  # the false memory was stored
@@ -117,14 +118,18 @@ ACCURACY_ROWS = [
 
 
 def test_extraction_metrics_on_hand_made_judgements():
+    """HaluMem's (valid) ratios as the headline, its (all) ratios beside them (evaluation.py aggregate_eval_results)."""
     m = extraction_metrics(INTEGRITY_ROWS, ACCURACY_ROWS, n_boot=200, seed=1)
-    assert m["recall"]["mean"] == pytest.approx(2 / 5)
-    # 0.5*score*importance summed over gold points / their importance: (1.0 + 0.25 + 0 + 0 + 0.5) / 2.5
-    assert m["weighted_recall"]["mean"] == pytest.approx(1.75 / 2.5)
+    assert m["recall"]["mean"] == pytest.approx(2 / 4) and m["recall"]["all"] == pytest.approx(2 / 5)
+    assert m["recall"]["n"] == 4 and m["recall"]["n_all"] == 5 and m["recall"]["failures"] == 1
+    # 0.5*score*importance summed over gold points / their importance: (1.0 + 0.25 + 0 + 0.5) / 2.2 valid, / 2.5 all
+    assert m["weighted_recall"]["mean"] == pytest.approx(1.75 / 2.2) and m["weighted_recall"]["all"] == pytest.approx(1.75 / 2.5)
     assert m["target_precision"]["mean"] == pytest.approx((1.0 + 0.5) / 2)
-    assert m["accuracy"]["mean"] == pytest.approx((1.0 + 0.5 + 0 + 0 + 1.0) / 5)
-    assert m["false_memory_resistance"]["mean"] == pytest.approx(1 / 3)
-    assert m["f1"]["mean"] == pytest.approx(2 * 0.75 * 0.4 / (0.75 + 0.4))
+    assert m["accuracy"]["mean"] == pytest.approx((1.0 + 0.5 + 0 + 1.0) / 4) and m["accuracy"]["all"] == pytest.approx(2.5 / 5)
+    # interference accuracy = share of interference points scored 0
+    assert m["false_memory_resistance"]["mean"] == pytest.approx(1 / 2) and m["false_memory_resistance"]["all"] == pytest.approx(1 / 3)
+    assert m["f1"]["mean"] == pytest.approx(2 * 0.75 * 0.5 / (0.75 + 0.5))
+    assert m["f1"]["all"] == pytest.approx(2 * 0.75 * 0.4 / (0.75 + 0.4))  # HaluMem's memory_extraction_f1
     assert m["counts"] == {
         "gold_points": 5,
         "interference_points": 3,
@@ -132,6 +137,7 @@ def test_extraction_metrics_on_hand_made_judgements():
         "target_memories": 2,
         "integrity_judge_failures": 2,
         "accuracy_judge_failures": 1,
+        "gold_fields_judge_failures": 1,
     }
     for name in ("recall", "weighted_recall", "target_precision", "accuracy", "false_memory_resistance", "f1"):
         metric = m[name]
@@ -157,14 +163,21 @@ def test_f1_edges():
     assert f1_score(None, 0.5) is None
 
 
-def test_label_metrics_counts_failures_in_the_denominator():
+def test_label_metrics_leave_failures_out_of_the_valid_share_and_count_them():
     rows = [{"label": x} for x in ("Correct", "Correct", "Hallucination", "Omission", None, "Other")]
     m = label_metrics(rows, ("Correct", "Hallucination", "Omission", "Other"), n_boot=100)
-    assert m["correct"]["mean"] == pytest.approx(2 / 6)
-    assert m["hallucination"]["mean"] == pytest.approx(1 / 6)
-    assert m["omission"]["mean"] == pytest.approx(1 / 6)
-    assert m["other"]["mean"] == pytest.approx(1 / 6)
-    assert m["judge_failures"] == 1 and m["n"] == 6
+    assert m["correct"]["mean"] == pytest.approx(2 / 5) and m["correct"]["all"] == pytest.approx(2 / 6)
+    assert m["hallucination"]["mean"] == pytest.approx(1 / 5)
+    assert m["omission"]["mean"] == pytest.approx(1 / 5)
+    assert m["other"]["mean"] == pytest.approx(1 / 5)
+    assert m["judge_failures"] == 1 and m["n"] == 6 and m["n_valid"] == 5
+
+
+def test_label_metrics_with_every_verdict_failed_report_no_share():
+    """Nine failed QA verdicts used to read as 0.0 correct; now there is no valid share (like LoCoMo: null, n=0)."""
+    m = label_metrics([{"label": None}] * 9, ("Correct", "Hallucination", "Omission"), n_boot=50)
+    assert m["correct"]["mean"] is None and m["correct"]["n"] == 0 and m["correct"]["all"] == 0.0
+    assert m["judge_failures"] == 9 and m["n_valid"] == 0
 
 
 def test_breakdowns_by_question_type_and_memory_type():
@@ -185,8 +198,8 @@ def test_breakdowns_by_question_type_and_memory_type():
     ]
     by_m = by_memory_type(INTEGRITY_ROWS, updates, n_boot=50)
     persona = by_m["Persona Memory"]
-    # gold persona points: scores 2, 0, None -> recall 1/3
-    assert persona["recall"]["mean"] == pytest.approx(1 / 3)
+    # gold persona points: scores 2, 0, None -> recall 1/2 over the valid ones
+    assert persona["recall"]["mean"] == pytest.approx(1 / 2) and persona["recall"]["all"] == pytest.approx(1 / 3)
     assert persona["update_correct"]["mean"] == pytest.approx(0.5)
     # HaluMem's combined accuracy: (scored-2 integrity records, interference included, + Correct updates)
     # / (all integrity records + all update records) = (1 + 1 + 1) / (6 + 2)
@@ -200,8 +213,12 @@ def test_breakdowns_by_question_type_and_memory_type():
 def test_judge_parses_verdicts_and_meters_them_as_judge():
     def responder(messages, schema):
         props = schema["properties"]
-        if "accuracy_score" in props:
-            return {"reason": "ok", "accuracy_score": 1, "in_gold_fields": True}
+        if "in_gold_fields" in props:
+            return {"reason": "ok", "in_gold_fields": True}
+        if "verdict" in props:
+            return {"reason": "ok", "verdict": "partial"}
+        if schema is ACCURACY_SCHEMA:
+            return {"reason": "ok", "score": 1}
         if "score" in props:
             return {"reason": "ok", "score": "2"}  # numeric strings are accepted, as in HaluMem's prompts
         return {"reason": "ok", "label": "Omission"}
@@ -209,13 +226,58 @@ def test_judge_parses_verdicts_and_meters_them_as_judge():
     llm = FakeLLM(responder)
     judge = HaluMemJudge(llm)
     assert judge.integrity(["Martin works at Huaxin."], "Martin works at Huaxin.").value == 2
-    accuracy = judge.accuracy("[t] user: hi", ["gold"], "candidate")
-    assert accuracy.value == 1 and accuracy.extra == {"in_gold_fields": True}
-    assert judge.update(["m"], "target", ["orig"]).value == "Omission"
+    assert judge.accuracy("[t] user: hi", ["gold"], "candidate").value == 1
+    assert judge.gold_fields(["gold"], "candidate").value is True
+    assert judge.update(["m"], "target", ["orig"]).value == "Omission"  # partial: the second question is not asked
     assert judge.qa("q", "a", ["k"], "r").value == "Omission"
-    assert [r["schema"] for r in llm.requests] == [INTEGRITY_SCHEMA, ACCURACY_SCHEMA, UPDATE_SCHEMA, QA_SCHEMA]
+    assert [r["schema"] for r in llm.requests] == [INTEGRITY_SCHEMA, ACCURACY_SCHEMA, GOLD_FIELDS_SCHEMA, UPDATE_CONTENT_SCHEMA, QA_SCHEMA]
     assert {r["purpose"] for r in llm.requests} == {"judge"}
-    assert llm.usage.by_purpose["judge"]["calls"] == 4
+    assert llm.usage.by_purpose["judge"]["calls"] == 5
+
+
+@pytest.mark.parametrize(
+    ("content", "original_current", "label", "calls"),
+    [("complete", False, "Correct", 2), ("complete", True, "Other", 2), ("partial", None, "Omission", 1),
+     ("missing", None, "Omission", 1), ("wrong", None, "Hallucination", 1)],
+)
+def test_update_correct_needs_the_original_replaced_or_marked_outdated(content, original_current, label, calls):
+    """HaluMem's Correct update also needs "the original memory is effectively replaced or marked as outdated":
+    a complete new version beside a still-current original is not Correct (it used to be)."""
+    def responder(messages, schema):
+        if schema is UPDATE_CONTENT_SCHEMA:
+            return {"reason": "", "verdict": content}
+        return {"reason": "", "original_current": original_current}
+
+    llm = FakeLLM(responder)
+    verdict = HaluMemJudge(llm).update(["Lena lives in Munich.", "Lena lives in Berlin."], "Lena lives in Munich.", ["Lena lives in Berlin."])
+    assert verdict.value == label and len(llm.requests) == calls
+    if calls == 2:
+        assert llm.requests[1]["schema"] is UPDATE_ORIGINAL_SCHEMA
+
+
+def test_accuracy_and_gold_fields_are_two_questions_so_one_cannot_mirror_the_other():
+    """HaluMem's accuracy prompt asks for the score and is_included_in_golden_memories in one reply; a small judge
+    copied one into the other. Each is now its own call, and the field question carries no dialogue."""
+    llm = FakeLLM(lambda messages, schema: {"reason": "", "score": 0} if schema is ACCURACY_SCHEMA else {"reason": "", "in_gold_fields": True})
+    judge = HaluMemJudge(llm)
+    assert judge.accuracy("[t] user: I adopted a cat.", ["Lena has a cat."], "Lena has a dog.").value == 0
+    assert judge.gold_fields(["Lena has a cat."], "Lena has a dog.").value is True
+    accuracy_prompt, fields_prompt = (r["messages"][1]["content"] for r in llm.requests)
+    assert "I adopted a cat." in accuracy_prompt and "I adopted a cat." not in fields_prompt
+
+
+def test_judge_prompts_come_from_conf_and_a_missing_one_is_named():
+    from hydra import compose, initialize_config_dir
+
+    from eval.benchmarks.halumem.judge import load_prompts
+
+    prompts = load_prompts()
+    with initialize_config_dir(config_dir=str(Path(__file__).resolve().parents[5] / "conf"), version_base=None):
+        composed = compose("config", overrides=["benchmark=halumem"]).benchmark.judge_prompts
+    assert load_prompts(composed) == prompts  # the code default (None) reads what conf composes
+    assert "replaced" in prompts["update_original"].system.lower() or "outdated" in prompts["update_original"].system.lower()
+    with pytest.raises(ValueError, match="benchmark.judge_prompts.qa"):
+        load_prompts({name: {"system": "s", "user": "u"} for name in ("integrity", "accuracy", "gold_fields", "update_content", "update_original")})
 
 
 def test_judge_schema_breaking_output_is_a_counted_failure_after_retries():
@@ -228,16 +290,18 @@ def test_judge_schema_breaking_output_is_a_counted_failure_after_retries():
 
 @pytest.mark.parametrize(
     "payload",
-    [{"reason": "", "label": "Maybe"}, {"reason": "", "score": 7}, {"reason": "", "accuracy_score": 2, "in_gold_fields": "yes"}],
+    [{"reason": "", "label": "Maybe"}, {"reason": "", "score": 7}, {"reason": "", "in_gold_fields": "yes"}, {"reason": "", "verdict": "kind of"}],
 )
 def test_judge_out_of_range_verdicts_are_failures(payload):
     judge = HaluMemJudge(FakeLLM(lambda messages, schema: payload))
     if "label" in payload:
-        assert judge.update(["m"], "t", []).failure
+        assert judge.qa("q", "a", [], "r").failure
     elif "score" in payload:
-        assert judge.integrity(["m"], "p").failure
+        assert judge.integrity(["m"], "p").failure and judge.accuracy("d", [], "c").failure
+    elif "verdict" in payload:
+        assert judge.update(["m"], "t", []).failure
     else:
-        assert judge.accuracy("d", [], "c").failure
+        assert judge.gold_fields([], "c").failure
 
 
 # ----------------------------------------------------------------------------- control flow
@@ -290,8 +354,12 @@ class EchoAnswerer:
 
 def _fixed_judge(messages, schema):
     props = schema["properties"]
-    if "accuracy_score" in props:
-        return {"reason": "", "accuracy_score": 2, "in_gold_fields": True}
+    if "in_gold_fields" in props:
+        return {"reason": "", "in_gold_fields": True}
+    if "verdict" in props:
+        return {"reason": "", "verdict": "complete"}
+    if "original_current" in props:
+        return {"reason": "", "original_current": False}
     if "score" in props:
         return {"reason": "", "score": 2}
     return {"reason": "", "label": "Correct"}
@@ -342,7 +410,7 @@ def test_run_follows_halumem_protocol_and_resumes(tmp_path):
     assert len(system.searches) == 3 + 9
 
     judge_calls = len(llm.requests)
-    assert judge_calls == 8 + 1 + 8 + 3 + 9  # integrity (gold + interference) + accuracy + updates + QA
+    assert judge_calls == 8 + 1 + 2 * 8 + 2 * 3 + 9  # integrity (gold + interference) + accuracy and fields + updates (two questions) + QA
     again = bench.run(KeywordMemory(), _ctx(tmp_path, llm, answerer))
     assert len(llm.requests) == judge_calls  # finished users are not redone
     assert again["qa"] == metrics["qa"] and again["extraction"] == metrics["extraction"]
@@ -368,7 +436,7 @@ def test_system_that_cannot_list_its_memories_gets_no_extraction_row(tmp_path):
     metrics = bench.run(BlindMemory(), _ctx(tmp_path, llm, EchoAnswerer()))
     assert metrics["extraction"] is None and metrics["extraction_skipped"]
     assert metrics["updating"]["n"] == 3 and metrics["qa"]["n"] == 9
-    assert len(llm.requests) == 3 + 9
+    assert len(llm.requests) == 2 * 3 + 9  # two update questions per point (complete, then is the original current)
     with pytest.raises(ValueError, match="not Inspectable"):
         HaluMemBenchmark(path=str(TINY), extraction_source="inspect").run(BlindMemory(), _ctx(tmp_path / "x", llm, EchoAnswerer()))
 
@@ -740,7 +808,7 @@ def test_score_extraction_off_reads_what_was_stored_for_update_links_but_asks_no
     assert cheap["extraction"] is None and "score_extraction=false" in cheap["extraction_skipped"]
     assert cheap["update_links"] == full["update_links"]  # links need only the snapshots, not the judge
     assert (cheap["updating"], cheap["qa"]) == (full["updating"], full["qa"])
-    assert len(cheap_llm.requests) == cheap["updating"]["n"] + cheap["qa"]["n"] < len(judged.requests)
+    assert len(cheap_llm.requests) == 2 * cheap["updating"]["n"] + cheap["qa"]["n"] < len(judged.requests)  # two questions per update
 
 
 def test_a_writes_only_run_counts_update_links_with_no_search_answer_or_judge_call(tmp_path):
@@ -757,3 +825,48 @@ def test_a_writes_only_run_counts_update_links_with_no_search_answer_or_judge_ca
     meta = {"system": "mosaic", "ablation": "oracle_extractor", "llm_model_id": "fake", "system_metadata": {"row_label": "MOSAIC with the oracle extractor"}}
     table = HaluMemBenchmark.make_table([{**writes, "metadata": meta}])
     assert table.loc["QA correct"].iloc[0] == "-" and table.loc["Update links: right"].iloc[0] == "1 of 3"
+
+
+class EmptySearchMemory(KeywordMemory):
+    """Stores as KeywordMemory does; every search comes back empty."""
+
+    name = "empty-search"
+
+    def search(self, namespace: str, query: str, k: int) -> list[Retrieved]:
+        self.searches.append((query, k))
+        return []
+
+
+def test_an_update_point_whose_search_returned_nothing_is_judged_for_integrity_instead(tmp_path):
+    """HaluMem's process_user sends an is_update point to the update task only when its search returned something;
+    otherwise it stays in the integrity/recall set (it used to count as an update Omission)."""
+    llm = FakeLLM(_fixed_judge)
+    metrics = HaluMemBenchmark(path=str(TINY), bootstrap_samples=20).run(EmptySearchMemory(), _ctx(tmp_path, llm, EchoAnswerer()))
+    assert metrics["counts"]["update_points"] == 0 and metrics["counts"]["update_points_routed_to_integrity"] == 3
+    assert metrics["updating"]["n"] == 0 and metrics["updating"]["correct"]["mean"] is None
+    assert metrics["extraction"]["counts"]["gold_points"] == 8 + 3
+    assert not any(r["schema"] in (UPDATE_CONTENT_SCHEMA, UPDATE_ORIGINAL_SCHEMA) for r in llm.requests)
+    again = HaluMemBenchmark(path=str(TINY), bootstrap_samples=20).run(EmptySearchMemory(), _ctx(tmp_path, llm, EchoAnswerer()))
+    assert again["extraction"] == metrics["extraction"]  # a resumed run routes the same points the same way
+
+
+def test_version_ranks_tell_a_superseding_search_from_an_append_only_one():
+    """The LLM-free update companion: the new version ranked above the replaced one, without a judge."""
+    from eval.benchmarks.halumem.metrics import ranking_metrics
+    from eval.benchmarks.halumem.update_ranking import new_above_old, version_ranks
+
+    encode, new, old = HashEmbedder().encode, "Lena Wu lives in Munich now.", "Lena Wu lives in Berlin."
+    superseding = version_ranks(["Lena Wu lives in Munich now.", "Lena has a cat."], new, [old], encode, 0.99)
+    append_only = version_ranks(["Lena Wu lives in Berlin.", "Lena Wu lives in Munich now."], new, [old], encode, 0.99)
+    nothing = version_ranks(["Lena has a cat."], new, [old], encode, 0.99)
+    assert superseding == {"rank_new": 1, "rank_old": None} and new_above_old(superseding)
+    assert append_only == {"rank_new": 2, "rank_old": 1} and not new_above_old(append_only)
+    assert nothing == {"rank_new": None, "rank_old": None}
+    m = ranking_metrics([superseding, append_only, nothing], n_boot=20, seed=0)
+    assert m["new_above_old"]["mean"] == pytest.approx(1 / 3) and m["old_above_new"]["mean"] == pytest.approx(1 / 3)
+    assert ranking_metrics([{"label": "Correct"}], n_boot=20, seed=0) is None  # rows made without an embedder
+
+
+def test_update_rows_carry_version_ranks_when_the_run_has_an_embedder(tmp_path):
+    metrics = HaluMemBenchmark(path=str(TINY), bootstrap_samples=20).run(KeywordMemory(), _ctx(tmp_path, FakeLLM(_fixed_judge), EchoAnswerer()))
+    assert metrics["updating"]["version_ranking"]["new_above_old"]["n"] == 3
