@@ -55,6 +55,8 @@ MISS_REASONS = ("out of neighbour radius", "plausible numbers", "LLM verdict", "
 class ConflictBenchmark:
     """Run an injected-conflict suite through any MemorySystem and score its AddReports."""
 
+    calls_judge = False  # scored from AddReports alone: conf/judge stays out of the run's config hash
+
     def __init__(
         self,
         suite: str,

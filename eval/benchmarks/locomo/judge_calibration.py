@@ -8,6 +8,10 @@ answer itself (a judge must accept that). Questions of held-out conversations ne
 
 Dev and report samples are disjoint slices of one seeded permutation of the eligible questions:
 prompts are tuned on ``dev`` and rates are reported on ``report``.
+
+A calibrated judge (eval.judge.CalibratedJudge: P(correct) from one token's log-probabilities) is fitted
+the same way on two halves: ``fit_threshold`` picks the threshold on the fit half, ``threshold_rates``
+reports acceptance at it on the held-out half, ``roc`` gives both halves' ROC curves.
 """
 
 from __future__ import annotations
@@ -137,6 +141,7 @@ def judge_sample(
             "label": verdict.get("label"),
             "accepted": verdict.get("correct"),
             "reasoning": verdict.get("reasoning", ""),
+            "p_correct": verdict.get("p_correct"),  # a calibrated judge's P(correct); None for a reasoning judge
             "reference_accepted": item.reference_accepts[stratum],
         }
 
@@ -161,6 +166,56 @@ def rates(rows: Sequence[dict[str, Any]], n_samples: int, seed: int) -> dict[str
             "n": len(mine),
             "reference_gpt4o_mini_generous": bootstrap_ci(reference, n_samples, seed) if reference else None,
         }
+    return out
+
+
+def halves(items: Sequence[BankItem], per_half: int, seed: int) -> tuple[list[BankItem], list[BankItem]]:
+    """(fit half, held-out half): disjoint slices of one seeded permutation, ``per_half`` questions each."""
+    if 2 * per_half > len(items):
+        raise ValueError(f"threshold_fit.per_half={per_half}: two halves need {2 * per_half} questions, the bank has {len(items)}")
+    order = np.random.default_rng(seed).permutation(len(items))
+    return [items[i] for i in order[:per_half]], [items[i] for i in order[per_half : 2 * per_half]]
+
+
+def at_threshold(rows: Sequence[dict[str, Any]], threshold: float) -> list[dict[str, Any]]:
+    """The rows relabelled at ``threshold`` (accepted when P(correct) >= it; None stays a failure)."""
+    return [{**r, "accepted": None if r.get("p_correct") is None else r["p_correct"] >= threshold} for r in rows]
+
+
+def acceptance(rows: Sequence[dict[str, Any]], stratum: str, threshold: float) -> float | None:
+    """Share of one stratum's judged rows with P(correct) >= ``threshold`` (failures left out)."""
+    scored = [r["p_correct"] for r in rows if r["stratum"] == stratum and r.get("p_correct") is not None]
+    return sum(p >= threshold for p in scored) / len(scored) if scored else None
+
+
+def fit_threshold(rows: Sequence[dict[str, Any]], gold_accept_min: float) -> float:
+    """The strictest threshold at which gold answers are still accepted at least ``gold_accept_min`` of the time.
+
+    Acceptance of every stratum falls as the threshold rises, so this is the threshold that accepts fewest wrong
+    answers (vague and specific alike) under the gold-answer target; candidates are the P(correct) values seen."""
+    candidates = sorted({float(r["p_correct"]) for r in rows if r.get("p_correct") is not None}, reverse=True)
+    for threshold in candidates:
+        share = acceptance(rows, "gold", threshold)
+        if share is not None and share >= gold_accept_min:
+            return threshold
+    raise ValueError("fit_threshold: no judged gold answers in the fit half")
+
+
+def roc(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """ROC of P(correct), gold answers positive, against each wrong stratum and both together: false-accept
+    rate, gold accept rate, thresholds and the area under the curve (sklearn)."""
+    from sklearn.metrics import roc_auc_score, roc_curve
+
+    out: dict[str, Any] = {}
+    gold = [r["p_correct"] for r in rows if r["stratum"] == "gold" and r.get("p_correct") is not None]
+    for name, strata in (("vague_wrong", ("vague_wrong",)), ("specific_wrong", ("specific_wrong",)), ("both_wrong", ("vague_wrong", "specific_wrong"))):
+        wrong = [r["p_correct"] for r in rows if r["stratum"] in strata and r.get("p_correct") is not None]
+        if not gold or not wrong:
+            continue
+        truth, score = [1] * len(gold) + [0] * len(wrong), gold + wrong
+        fpr, tpr, thresholds = roc_curve(truth, score)
+        out[name] = {"false_accept": [round(float(x), 4) for x in fpr], "gold_accept": [round(float(x), 4) for x in tpr],
+                     "thresholds": [min(1.0, float(x)) for x in thresholds], "auc": round(float(roc_auc_score(truth, score)), 4)}  # fmt: skip
     return out
 
 
