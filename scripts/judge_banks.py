@@ -112,11 +112,11 @@ def main(argv: list[str] | None = None) -> int:
             out_dir.mkdir(parents=True, exist_ok=True)
             (out_dir / f"{name}.json").write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
             print_summary(record)
+            write_table(out_dir, Path(str(first.table)))  # after each judge: a stopped command keeps what it finished
     finally:
         close = getattr(llm, "close", None)
         if close:
             close()
-    write_table(out_dir, Path(str(first.table)))
     print(f"\n{first.table}")
     return 0
 
