@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -71,17 +72,26 @@ def load_bank(path: Path, labels: Sequence[str], min_per_label: int) -> list[Ban
     return cases
 
 
-def score_bank(judge: BankJudge, cases: Sequence[BankCase], pass_accuracy: float, progress: Callable[[], None] | None = None) -> dict[str, Any]:
+def score_bank(judge: BankJudge, cases: Sequence[BankCase], pass_accuracy: float, progress: Callable[[], None] | None = None,
+               workers: int = 1) -> dict[str, Any]:
     """Every case's verdict, per-label accuracy (a failed verdict counts as wrong), the confusion matrix (rows: bank
-    label, columns: the judge's labels and ``failed``) and whether every label reaches ``pass_accuracy``."""
-    verdicts = []
-    for case in cases:
+    label, columns: the judge's labels and ``failed``) and whether every label reaches ``pass_accuracy``.
+
+    ``workers`` > 1 asks that many cases at once (a llama.cpp server with as many slots decodes them together)."""
+
+    def one(case: BankCase) -> dict[str, Any]:
         said = judge.verdict(dict(case.inputs))
         if said != FAILED and said not in judge.labels:
             raise ValueError(f"{type(judge).__name__}.verdict returned {said!r}, not one of {judge.labels} or {FAILED!r}")
-        verdicts.append({"id": case.id, "source": case.source, "label": case.label, "verdict": said})
         if progress:
             progress()
+        return {"id": case.id, "source": case.source, "label": case.label, "verdict": said}
+
+    if workers <= 1:
+        verdicts = [one(case) for case in cases]
+    else:
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            verdicts = list(pool.map(one, cases))
     columns = [*judge.labels, FAILED]
     confusion = {label: {column: sum(v["label"] == label and v["verdict"] == column for v in verdicts) for column in columns} for label in judge.labels}
     per_label = {}

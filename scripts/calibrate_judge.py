@@ -43,11 +43,11 @@ from eval.benchmarks.locomo.judge_calibration import (
     at_threshold,
     calibration_key,
     fit_threshold,
-    halves,
     judge_sample,
     load_bank,
     rates,
     roc,
+    slices,
     split_sample,
 )
 
@@ -90,24 +90,32 @@ def output_path(cfg: DictConfig, record: dict[str, Any]) -> Path:
 
 
 def fit(cfg: DictConfig, judge: Any, command: str) -> dict[str, Any]:
-    """Judge both halves with a calibrated judge, fit its threshold on one and report the other."""
+    """Judge the fit slice and the held-out slice with a calibrated judge (and any slice looked at before, for the
+    record), fit its threshold on the fit slice and report the held-out one."""
     cal, tf = cfg.calibration, cfg.threshold_fit
     items = load_bank(Path(cal.bank_dir), list(tf.held_out_conversations))
-    fit_half, held_out_half = halves(items, int(tf.per_half), int(tf.seed))
+    held_out_slice, inspected = int(tf.held_out_slice), [int(k) for k in tf.inspected_slices]
+    if held_out_slice < 1 or held_out_slice in inspected or 0 in inspected:
+        raise ValueError(f"threshold_fit.held_out_slice={held_out_slice}: must be >= 1 and not among inspected_slices {inspected}")
+    parts = slices(items, int(tf.per_half), int(tf.seed), max(held_out_slice, *inspected, 0) + 1)
+    named = {"fit": parts[0], "held_out": parts[held_out_slice], **{f"inspected_{k}": parts[k] for k in inspected}}
     started = time.time()
     rows: dict[str, list[dict[str, Any]]] = {}
-    for name, half in (("fit", fit_half), ("held_out", held_out_half)):
+    for name, half in named.items():
         with tqdm(total=len(half) * len(cal.strata), desc=f"calibrated judge ({name} half)", unit="call") as bar:
             rows[name] = judge_sample(judge.judge, half, list(cal.strata), progress=lambda: bar.update(1), workers=int(cal.workers))
     targets = OmegaConf.to_container(tf.targets, resolve=True)
     assert isinstance(targets, dict)
-    threshold = fit_threshold(rows["fit"], float(targets["gold_accept_min"]))
-    held = at_threshold(rows["held_out"], threshold)
-    measured = {s: acceptance(rows["held_out"], s, threshold) for s in ("gold", "vague_wrong", "specific_wrong")}
+    threshold = fit_threshold(rows["fit"], float(targets["gold_accept_min"]), str(tf.rule))
+
+    def measured(half_rows: list[dict[str, Any]]) -> dict[str, float | None]:
+        return {s: acceptance(half_rows, s, threshold) for s in ("gold", "vague_wrong", "specific_wrong")}
+
+    got = measured(rows["held_out"])
     reached = {
-        "gold_accept_min": measured["gold"] is not None and measured["gold"] >= targets["gold_accept_min"],
-        "vague_accept_max": measured["vague_wrong"] is not None and measured["vague_wrong"] <= targets["vague_accept_max"],
-        "specific_accept_max": measured["specific_wrong"] is not None and measured["specific_wrong"] <= targets["specific_accept_max"],
+        "gold_accept_min": got["gold"] is not None and got["gold"] >= targets["gold_accept_min"],
+        "vague_accept_max": got["vague_wrong"] is not None and got["vague_wrong"] <= targets["vague_accept_max"],
+        "specific_accept_max": got["specific_wrong"] is not None and got["specific_wrong"] <= targets["specific_accept_max"],
     }
     return {
         "command": command,
@@ -115,12 +123,15 @@ def fit(cfg: DictConfig, judge: Any, command: str) -> dict[str, Any]:
         "prompt": judge.prompt.name,
         "top_logprobs": judge.top_logprobs,
         "fitted_threshold": threshold,
-        "rule": f"the highest P(correct) threshold at which the fit half's gold answers are accepted >= {targets['gold_accept_min']}",
+        "rule": str(tf.rule),
+        "rule_note": str(tf.rule_note),
         "targets": targets,
-        "held_out_acceptance": measured,
+        "held_out_slice": held_out_slice,
+        "held_out_acceptance": got,
         "targets_reached_on_held_out": reached,
-        "held_out_rates": rates(held, int(cal.bootstrap_samples), int(cal.seed)),
+        "held_out_rates": rates(at_threshold(rows["held_out"], threshold), int(cal.bootstrap_samples), int(cal.seed)),
         "fit_rates": rates(at_threshold(rows["fit"], threshold), int(cal.bootstrap_samples), int(cal.seed)),
+        "inspected_slices_acceptance": {k: measured(rows[f"inspected_{k}"]) for k in inspected},
         "roc": {name: roc(half_rows) for name, half_rows in rows.items()},
         "questions_per_half": int(tf.per_half),
         "seed": int(tf.seed),
@@ -180,8 +191,10 @@ def fit_markdown(record: dict[str, Any]) -> str:
         "",
         f"Made by `{record['command']}`.",
         "",
-        f"Fitted threshold on P(correct): **{record['fitted_threshold']:.4f}** ({record['rule']}; fit half: "
-        f"{record['questions_per_half']} questions x 3 strata). Held-out half: {record['questions_per_half']} other questions.",
+        f"Fitted threshold on P(correct): **{record['fitted_threshold']:.4f}** (rule `{record['rule']}`, "
+        "eval.benchmarks.locomo.judge_calibration.fit_threshold, on the fit half: "
+        f"{record['questions_per_half']} questions x 3 strata). Held-out half: slice {record['held_out_slice']} of the same "
+        f"permutation, {record['questions_per_half']} other questions. {record['rule_note']}",
         "",
         "| held-out half | accepted at the threshold | 95% CI | target | reached |",
         "|---|---|---|---|---|",
@@ -190,8 +203,11 @@ def fit_markdown(record: dict[str, Any]) -> str:
         f"| specific-wrong answers | {pct(got['specific_wrong'])} | {ci('specific_wrong')} | <= {t['specific_accept_max'] * 100:.0f}% | {'yes' if ok['specific_accept_max'] else 'no'} |",
         "",
         "ROC AUC (gold against wrong answers): " + "; ".join(
-            f"{half.replace('_', '-')} half " + ", ".join(f"{s} {c['auc']:.2f}" for s, c in record["roc"][half].items()) for half in ("fit", "held_out")
+            f"{half.replace('_', '-')} half " + ", ".join(f"{s} {c['auc']:.2f}" for s, c in record["roc"][half].items()) for half in record["roc"]
         ) + ".",
+        "",
+        *[f"Slice {k} (looked at before this rule was fixed), at this threshold: gold {pct(a['gold'])}, vague-wrong "
+          f"{pct(a['vague_wrong'])}, specific-wrong {pct(a['specific_wrong'])}." for k, a in record.get("inspected_slices_acceptance", {}).items()],
         "",
         f"Questions of conversation positions {record['held_out_conversations']} are never sampled (conv-26 is the "
         "locomo_qa judge bank's, data/judge_banks/locomo_qa.jsonl; conv-49 is for measurement).",

@@ -56,7 +56,7 @@ def run_bank(name: str, cfg: DictConfig, llm: Any, command: str) -> dict[str, An
     cases = load_bank(bank_path, judge.labels, int(cfg.min_cases_per_label))
     started = time.time()
     with tqdm(total=len(cases), desc=f"bank {name}", unit="case") as bar:
-        result = score_bank(judge, cases, float(cfg.pass_accuracy), progress=lambda: bar.update(1))
+        result = score_bank(judge, cases, float(cfg.pass_accuracy), progress=lambda: bar.update(1), workers=int(cfg.workers))
     doc = (type(judge).__doc__ or "").strip().split("\n\n")[0]
     return {
         "judge": name,

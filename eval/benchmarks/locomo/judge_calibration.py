@@ -169,12 +169,19 @@ def rates(rows: Sequence[dict[str, Any]], n_samples: int, seed: int) -> dict[str
     return out
 
 
-def halves(items: Sequence[BankItem], per_half: int, seed: int) -> tuple[list[BankItem], list[BankItem]]:
-    """(fit half, held-out half): disjoint slices of one seeded permutation, ``per_half`` questions each."""
-    if 2 * per_half > len(items):
-        raise ValueError(f"threshold_fit.per_half={per_half}: two halves need {2 * per_half} questions, the bank has {len(items)}")
+def slices(items: Sequence[BankItem], per_slice: int, seed: int, count: int) -> list[list[BankItem]]:
+    """``count`` disjoint slices of ``per_slice`` questions, in order, of one seeded permutation (slice 0 fits the
+    threshold; another reports it)."""
+    if count * per_slice > len(items):
+        raise ValueError(f"threshold_fit.per_half={per_slice}: {count} slices need {count * per_slice} questions, the bank has {len(items)}")
     order = np.random.default_rng(seed).permutation(len(items))
-    return [items[i] for i in order[:per_half]], [items[i] for i in order[per_half : 2 * per_half]]
+    return [[items[i] for i in order[k * per_slice : (k + 1) * per_slice]] for k in range(count)]
+
+
+def halves(items: Sequence[BankItem], per_half: int, seed: int) -> tuple[list[BankItem], list[BankItem]]:
+    """(fit half, held-out half): the first two slices."""
+    fit_half, held_out = slices(items, per_half, seed, 2)
+    return fit_half, held_out
 
 
 def at_threshold(rows: Sequence[dict[str, Any]], threshold: float) -> list[dict[str, Any]]:
@@ -188,17 +195,34 @@ def acceptance(rows: Sequence[dict[str, Any]], stratum: str, threshold: float) -
     return sum(p >= threshold for p in scored) / len(scored) if scored else None
 
 
-def fit_threshold(rows: Sequence[dict[str, Any]], gold_accept_min: float) -> float:
-    """The strictest threshold at which gold answers are still accepted at least ``gold_accept_min`` of the time.
+THRESHOLD_RULES = ("strictest", "youden_midpoint")
 
-    Acceptance of every stratum falls as the threshold rises, so this is the threshold that accepts fewest wrong
-    answers (vague and specific alike) under the gold-answer target; candidates are the P(correct) values seen."""
+
+def fit_threshold(rows: Sequence[dict[str, Any]], gold_accept_min: float, rule: str = "youden_midpoint") -> float:
+    """The threshold on P(correct) fitted on ``rows``; candidates are the P(correct) values seen, and every rule keeps
+    gold answers accepted at least ``gold_accept_min`` of the time.
+
+    ``strictest``: the highest such candidate (fewest wrong answers accepted on these rows; it sits on a gold
+    answer's own value, so it overfits: on a fresh half it rejected a third of the gold answers).
+    ``youden_midpoint``: the candidate with the largest gold acceptance minus wrong acceptance (vague and specific
+    pooled; ties: the highest), moved down to the midpoint between it and the next lower value seen, so the
+    threshold sits in the gap between the classes rather than on one answer."""
+    if rule not in THRESHOLD_RULES:
+        raise ValueError(f"threshold_fit.rule={rule!r}: use one of {THRESHOLD_RULES}")
     candidates = sorted({float(r["p_correct"]) for r in rows if r.get("p_correct") is not None}, reverse=True)
-    for threshold in candidates:
-        share = acceptance(rows, "gold", threshold)
-        if share is not None and share >= gold_accept_min:
-            return threshold
-    raise ValueError("fit_threshold: no judged gold answers in the fit half")
+    eligible = [t for t in candidates if (share := acceptance(rows, "gold", t)) is not None and share >= gold_accept_min]
+    if not eligible:
+        raise ValueError("fit_threshold: no judged gold answers in the fit half")
+    if rule == "strictest":
+        return eligible[0]
+    wrong = [r for r in rows if r["stratum"] != "gold" and r.get("p_correct") is not None]
+
+    def youden(t: float) -> float:
+        return float(acceptance(rows, "gold", t) or 0.0) - (sum(r["p_correct"] >= t for r in wrong) / len(wrong) if wrong else 0.0)
+
+    best = max(eligible, key=lambda t: (youden(t), t))
+    lower = [t for t in candidates if t < best]
+    return (best + lower[0]) / 2 if lower else best
 
 
 def roc(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:

@@ -95,8 +95,8 @@ def test_locomo_qa_bank_judge_asks_the_run_judge(tmp_path):
 
 
 def half_sure_llm() -> LogprobFakeLLM:
-    """p(yes) 0.8 for an answer ending in 1, 0.3 otherwise."""
-    return LogprobFakeLLM(lambda text: 0.8 if text.split("Answer: ")[1].startswith("p1") else 0.3)
+    """p(yes) 0.99 for an answer starting p1, 0.01 otherwise (either side of any threshold in conf)."""
+    return LogprobFakeLLM(lambda text: 0.99 if text.split("Answer: ")[1].startswith("p1") else 0.01)
 
 
 def test_conflict_bank_judge_uses_mosaics_detector_and_threshold(tmp_path):

@@ -154,10 +154,16 @@ def _rows(values: dict[str, list[float]]) -> list[dict[str, Any]]:
     return [{"stratum": s, "p_correct": p} for s, ps in values.items() for p in ps]
 
 
-def test_fit_threshold_is_the_strictest_that_keeps_gold_at_its_target():
+def test_fit_threshold_rules_keep_gold_at_its_target():
     rows = _rows({"gold": [0.95, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1], "vague_wrong": [0.65, 0.1], "specific_wrong": [0.05]})
-    assert fit_threshold(rows, 0.9) == 0.2  # 9 of 10 gold answers at >= 0.2
-    assert fit_threshold(rows, 0.5) == 0.6
+    assert fit_threshold(rows, 0.9, "strictest") == 0.2  # 9 of 10 gold answers at >= 0.2
+    assert fit_threshold(rows, 0.5, "strictest") == 0.6
+    # youden: gold share minus wrong share; at 0.2: 0.9 - 1/3, at 0.1: 1.0 - 2/3; so 0.2, then midway down to 0.1
+    assert fit_threshold(rows, 0.9) == pytest.approx(0.15)
+    separated = _rows({"gold": [0.97, 0.93, 0.86], "vague_wrong": [0.82, 0.5], "specific_wrong": [0.3]})
+    assert fit_threshold(separated, 0.9) == pytest.approx(0.84) and fit_threshold(separated, 0.9, "strictest") == 0.86
+    with pytest.raises(ValueError, match="threshold_fit.rule='best'"):
+        fit_threshold(rows, 0.9, "best")
     assert acceptance(rows, "vague_wrong", 0.6) == 0.5 and acceptance(rows, "gold", 0.6) == 0.5
     assert [r["accepted"] for r in at_threshold(_rows({"gold": [0.7, 0.2]}), 0.5)] == [True, False]
     curves = roc(rows)
@@ -178,12 +184,17 @@ def test_calibrate_fits_on_one_half_and_reports_the_other(tmp_path):
         return 0.9 if answer.startswith("gold") else 0.5 if answer.startswith("vague") else 0.1
 
     script = load_script("calibrate_judge")
-    overrides = ["judge=calibrated", f"calibration.bank_dir={bank}", "calibration.workers=1", "threshold_fit.per_half=5",
-                 "threshold_fit.held_out_conversations=[8]", f"threshold_fit.out={out}"]  # fmt: skip
+    overrides = ["judge=calibrated", f"calibration.bank_dir={bank}", "calibration.workers=1", "threshold_fit.per_half=4",
+                 "threshold_fit.held_out_conversations=[8]", f"threshold_fit.out={out}", "threshold_fit.held_out_slice=2",
+                 "threshold_fit.inspected_slices=[1]"]  # fmt: skip
     cfg = script.compose_config(overrides)
     record = script.fit(cfg, build_judge(cfg.judge, LogprobFakeLLM(p_yes)), "python -m scripts.calibrate_judge ...")
-    assert record["fitted_threshold"] == pytest.approx(0.9) and record["held_out_acceptance"] == {"gold": 1.0, "vague_wrong": 0.0, "specific_wrong": 0.0}
-    assert all(record["targets_reached_on_held_out"].values()) and len(record["items"]["held_out"]) == 15
+    assert record["fitted_threshold"] == pytest.approx(0.7) and record["held_out_acceptance"] == {"gold": 1.0, "vague_wrong": 0.0, "specific_wrong": 0.0}
+    fitted_on = {r["question_id"] for r in record["items"]["fit"]}
+    assert not fitted_on & {r["question_id"] for r in record["items"]["held_out"]} and set(record["inspected_slices_acceptance"]) == {1}
+    with pytest.raises(ValueError, match="held_out_slice=1: must be >= 1 and not among inspected_slices"):
+        script.fit(script.compose_config([*overrides, "threshold_fit.held_out_slice=1"]), build_judge(cfg.judge, LogprobFakeLLM(p_yes)), "-")
+    assert all(record["targets_reached_on_held_out"].values()) and len(record["items"]["held_out"]) == 12
     assert record["roc"]["held_out"]["both_wrong"]["auc"] == 1.0
     script.roc_figure(record, out.with_name("roc.png"))
     assert out.with_name("roc.png").stat().st_size > 1000
@@ -207,3 +218,13 @@ def test_rejudge_with_the_calibrated_judge_fills_its_own_section(tmp_path):
     assert section["overall"]["judge"]["mean"] == pytest.approx(0.5) and section["judge_class"] == "CalibratedJudge"
     rows = [json.loads(line) for line in (run / section["rows_file"]).read_text().splitlines()]
     assert section["rows_file"] == "judgements2__fake__calibrated__t0.5.jsonl" and {r["p_correct"] for r in rows} == {0.9, 0.2}
+
+
+def test_table_one_shows_the_calibrated_column_beside_the_run_judge():
+    from eval.benchmarks.locomo.table import calibrated_cell, headline_table
+
+    rejudged = {"judge_calibrated": {"overall": {"judge": {"mean": 0.5, "ci_low": 0.25, "ci_high": 0.75, "n": 20}}, "threshold": 0.42}}
+    assert calibrated_cell({}) == "not re-judged"
+    assert calibrated_cell(rejudged).endswith("(t=0.42)") and calibrated_cell(rejudged).startswith("50.0")
+    table = headline_table([{"overall": {"judge": {"mean": 0.6, "ci_low": 0.4, "ci_high": 0.8, "n": 20}}, **rejudged}])
+    assert list(table["calibrated judge"]) == [calibrated_cell(rejudged)] and "judge" in table.columns
