@@ -38,7 +38,7 @@ ANSWERER_RULES = {
     "temperature": Rule(low=0, high=2, integer=False),
 }  # fmt: skip
 RUN_RULES = {"seed": SEED, "run.workers": COUNT}
-JUDGE_RULES = {"max_tokens": COUNT, "attempts": COUNT}  # conf/judge: the judge every benchmark gets (eval.judge.build_judge)
+JUDGE_RULES = {"max_tokens": COUNT, "attempts": COUNT, "top_logprobs": COUNT}  # conf/judge: the judge every benchmark gets (eval.judge.build_judge)
 BOOL_KEYS = ("overwrite", "resume.allow_code_change")
 LOCOMO_CATEGORIES = frozenset(CONVENTIONS["locomo"])  # the category numbers LoCoMo's file uses (both conventions)
 

@@ -20,7 +20,7 @@ from typing import Any, Callable
 from core.api import Benchmark, InputChecked
 from core.embed import Embedder
 from core.llm import LLMClient
-from eval.judge import LLMJudge
+from eval.judge import LoCoMoJudge
 from eval.provenance import check_parsed, read_hashed
 from eval.rows import JsonlRows
 
@@ -33,7 +33,7 @@ class RunContext:
     llm: LLMClient  # the LLM every system and the shared answerer use
     # the judge built from conf/judge (eval.judge.build_judge): its client ``judge.llm`` (may be ``llm`` itself),
     # prompt, max_tokens, attempts; LoCoMo judges with it, HaluMem asks its own rubrics through ``judge.llm``
-    judge: LLMJudge
+    judge: LoCoMoJudge
     workers: int  # run.workers: independent units processed at once (eval.workers); checked >= 1 by eval.config_checks
     embedder: Embedder
     answerer: Any  # eval.answerer.Answerer: one prompt/LLM/budget for every system

@@ -34,7 +34,7 @@ from core.api import HarnessError, InputChecked, LLMUsage, ReportsMetrics, Repor
 from core.config_check import check_config
 from eval import config_checks
 from eval.context import RunContext
-from eval.judge import build_judge, judge_prompt_of
+from eval.judge import build_judge, calls_judge, judge_prompt_of, judge_settings
 from eval.loggers import client_usage, progress_hook
 from eval.provenance import Provenance, code_label, code_version, combined_input_hash, expected_inputs, input_hashes, same_code
 from eval.run_lock import LOCK_NAME, SIDECAR_NAME, RunLock
@@ -138,6 +138,8 @@ def semantic_config(cfg: DictConfig) -> dict[str, Any]:
     assert isinstance(raw, dict)
     for key in NON_SEMANTIC_KEYS:
         raw.pop(key, None)
+    if not calls_judge(cfg.get("benchmark")):  # e.g. the conflict suite: which judge is configured changes nothing it computes
+        raw.pop("judge", None)
     # cache paths, log levels, server addresses and patience and the attention kernel are where/how, not
     # what (a kernel can move the last bits of a logit, which the response cache, keyed by the request, does
     # not tell apart either)
@@ -186,10 +188,8 @@ def validate(cfg: DictConfig) -> None:
         raise ConfigError("; ".join(bad))
     if "judge" not in cfg or cfg.judge is None:
         raise ConfigError("no `judge` chosen: add e.g. `judge=same` (see conf/judge/)")
-    for key in ("max_tokens", "attempts"):
-        if key not in cfg.judge:
-            raise ConfigError(f"judge.{key}: missing from the judge config; set it in conf/judge/<name>.yaml (see conf/judge/same.yaml)")
     try:
+        judge_settings(cfg.judge)  # every setting of the judge's class present and none it would ignore
         judge_prompt_of(cfg.judge)  # the judge's prompt (conf/judge/prompt/) is whole before any run folder
     except ValueError as err:
         raise ConfigError(str(err)) from err

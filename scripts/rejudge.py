@@ -2,10 +2,12 @@
 
     python -m scripts.rejudge run_dir=results/runs/locomo/rag/none/<hash> judge2/prompt=strict
     python -m scripts.rejudge run_dir=... judge2=local judge2.llm.model=<gguf> judge2/prompt=mem0_generous
+    python -m scripts.rejudge run_dir=... judge2=calibrated section=judge_calibrated   # Table 1's calibrated column
 
-`judge2` takes any judge config (conf/judge/*.yaml) and prompt (conf/judge/prompt/*.yaml); settings in
-conf/rejudge.yaml. Writes <run_dir>/judgements2__<model>__<prompt>.jsonl and a `judge2` section in
-<run_dir>/metrics.json: accuracy (overall, per category, both gold columns), Cohen's kappa and the
+`judge2` takes any judge config (conf/judge/*.yaml) and prompt (conf/judge/prompt/*.yaml), built by the
+project's one judge builder (eval.judge.build_judge: its max_tokens, attempts, threshold... are all used);
+settings in conf/rejudge.yaml. Writes <run_dir>/judgements2__<model>__<prompt>.jsonl and a `judge2` section
+(or the one `section=` names) in <run_dir>/metrics.json: accuracy (overall, per category, both gold columns), Cohen's kappa and the
 confusion table against the run's own judge. Cached LLM responses make a rerun free.
 """
 
@@ -17,11 +19,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 
 from hydra import compose, initialize_config_dir
-from hydra.utils import instantiate
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from core.api import HarnessError
-from eval.judge import JudgePrompt, LLMJudge
+from eval.judge import build_judge
 from eval.benchmarks.locomo.judge_agreement import check_rejudgeable, rejudge
 from eval.run_lock import RunLock
 
@@ -58,10 +59,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _rejudge_locked(cfg: DictConfig) -> int:
-    llm = instantiate(cfg.judge2.llm) if cfg.judge2.get("llm") else instantiate(cfg.llm)
-    prompt = JudgePrompt.from_mapping(OmegaConf.to_container(cfg.judge2.prompt, resolve=True), "judge2.prompt")  # type: ignore[arg-type]
+    judge = build_judge(cfg.judge2, cfg.llm, where="judge2")  # the one judge builder: judge2's class, client, prompt and settings
+    llm = judge.llm
     try:
-        section = rejudge(Path(cfg.run_dir), LLMJudge(llm, max_tokens=int(cfg.judge_max_tokens), prompt=prompt), llm.model_id, int(cfg.bootstrap_samples), int(cfg.seed))
+        section = rejudge(Path(cfg.run_dir), judge, llm.model_id, int(cfg.bootstrap_samples), int(cfg.seed), str(cfg.section))
     finally:
         close = getattr(llm, "close", None)
         if close:

@@ -67,6 +67,8 @@ def as_own_fact(turn: Turn, replaces: tuple[str, ...] = ()) -> Turn:
 class ConflictBenchmark:
     """Run an injected-conflict suite through any MemorySystem and score its AddReports."""
 
+    calls_judge = False  # scored from AddReports alone: conf/judge stays out of the run's config hash
+
     def __init__(
         self,
         suite: str,

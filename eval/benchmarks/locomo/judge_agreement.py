@@ -23,7 +23,7 @@ from eval.benchmarks.locomo.metrics import gold_slices, paired_judgements
 from eval.benchmarks.locomo.stages import judged, judgement_row
 from eval.benchmarks.locomo.table import table_audited_keys
 from eval.context import JsonlRows
-from eval.judge import LLMJudge
+from eval.judge import LoCoMoJudge
 from eval.rows import read_rows
 from eval.runner import read_metrics
 
@@ -63,14 +63,16 @@ def check_rejudgeable(run_dir: Path) -> dict[str, Any]:
     return read_metrics(metrics_path)
 
 
-def rejudge(run_dir: Path, judge: LLMJudge, judge_model_id: str, n_samples: int = 1000, seed: int = 0) -> dict[str, Any]:
-    """Judge the run's predictions with ``judge``, write the rows, add ``judge2`` to metrics.json; return it."""
+def rejudge(run_dir: Path, judge: LoCoMoJudge, judge_model_id: str, n_samples: int = 1000, seed: int = 0, section_key: str = "judge2") -> dict[str, Any]:
+    """Judge the run's predictions with ``judge``, write the rows, add ``section_key`` (``judge2``, or
+    ``judge_calibrated`` for Table 1's calibrated column) to metrics.json; return it."""
     metrics_path = run_dir / "metrics.json"
     metrics = check_rejudgeable(run_dir)
     # the one tolerant reader: a damaged line (the runner recovered from it) is skipped with file and line named
     predictions = read_rows(run_dir / "predictions.jsonl")
     first = paired_judgements(predictions, read_rows(run_dir / "judgements.jsonl"), legacy=True)
-    stem = calibration_key(judge_model_id, judge.prompt.name)
+    threshold = getattr(judge, "threshold", None)  # a calibrated judge's rows hold labels under this threshold only
+    stem = calibration_key(judge_model_id, judge.prompt.name) + ("" if threshold is None else f"__t{threshold:g}")
     second_rows = JsonlRows(run_dir / f"judgements2__{stem}.jsonl")
     stale = [p for p in predictions if not judged(second_rows, p)]  # unjudged, failed, or of another answer than the one now held
     for p in tqdm(stale, desc=f"judge2 ({judge.prompt.name})", unit="q"):
@@ -80,13 +82,15 @@ def rejudge(run_dir: Path, judge: LLMJudge, judge_model_id: str, n_samples: int 
     section = {
         "judge_model_id": judge_model_id,
         "prompt": judge.prompt.name,
+        "judge_class": type(judge).__name__,
+        **({} if threshold is None else {"threshold": threshold}),
         "rows_file": f"judgements2__{stem}.jsonl",
         "overall": slices["original"]["overall"],
         "per_category": slices["original"]["per_category"],
         "gold_slices": slices,
         **judge_agreement([first.get(p["key"], {}).get("label") for p in predictions], [second[p["key"]].get("label") for p in predictions]),
     }
-    metrics["judge2"] = section
+    metrics[section_key] = section
     write_json_atomic(metrics_path, metrics, indent=2, default=str)
     return section
 

@@ -8,6 +8,10 @@ answer itself (a judge must accept that). Questions of held-out conversations ne
 
 Dev and report samples are disjoint slices of one seeded permutation of the eligible questions:
 prompts are tuned on ``dev`` and rates are reported on ``report``.
+
+A calibrated judge (eval.judge.CalibratedJudge: P(correct) from one token's log-probabilities) is fitted
+the same way on two halves: ``fit_threshold`` picks the threshold on the fit half, ``threshold_rates``
+reports acceptance at it on the held-out half, ``roc`` gives both halves' ROC curves.
 """
 
 from __future__ import annotations
@@ -137,6 +141,7 @@ def judge_sample(
             "label": verdict.get("label"),
             "accepted": verdict.get("correct"),
             "reasoning": verdict.get("reasoning", ""),
+            "p_correct": verdict.get("p_correct"),  # a calibrated judge's P(correct); None for a reasoning judge
             "reference_accepted": item.reference_accepts[stratum],
         }
 
@@ -161,6 +166,80 @@ def rates(rows: Sequence[dict[str, Any]], n_samples: int, seed: int) -> dict[str
             "n": len(mine),
             "reference_gpt4o_mini_generous": bootstrap_ci(reference, n_samples, seed) if reference else None,
         }
+    return out
+
+
+def slices(items: Sequence[BankItem], per_slice: int, seed: int, count: int) -> list[list[BankItem]]:
+    """``count`` disjoint slices of ``per_slice`` questions, in order, of one seeded permutation (slice 0 fits the
+    threshold; another reports it)."""
+    if count * per_slice > len(items):
+        raise ValueError(f"threshold_fit.per_half={per_slice}: {count} slices need {count * per_slice} questions, the bank has {len(items)}")
+    order = np.random.default_rng(seed).permutation(len(items))
+    return [[items[i] for i in order[k * per_slice : (k + 1) * per_slice]] for k in range(count)]
+
+
+def halves(items: Sequence[BankItem], per_half: int, seed: int) -> tuple[list[BankItem], list[BankItem]]:
+    """(fit half, held-out half): the first two slices."""
+    fit_half, held_out = slices(items, per_half, seed, 2)
+    return fit_half, held_out
+
+
+def at_threshold(rows: Sequence[dict[str, Any]], threshold: float) -> list[dict[str, Any]]:
+    """The rows relabelled at ``threshold`` (accepted when P(correct) >= it; None stays a failure)."""
+    return [{**r, "accepted": None if r.get("p_correct") is None else r["p_correct"] >= threshold} for r in rows]
+
+
+def acceptance(rows: Sequence[dict[str, Any]], stratum: str, threshold: float) -> float | None:
+    """Share of one stratum's judged rows with P(correct) >= ``threshold`` (failures left out)."""
+    scored = [r["p_correct"] for r in rows if r["stratum"] == stratum and r.get("p_correct") is not None]
+    return sum(p >= threshold for p in scored) / len(scored) if scored else None
+
+
+THRESHOLD_RULES = ("strictest", "youden_midpoint")
+
+
+def fit_threshold(rows: Sequence[dict[str, Any]], gold_accept_min: float, rule: str = "youden_midpoint") -> float:
+    """The threshold on P(correct) fitted on ``rows``; candidates are the P(correct) values seen, and every rule keeps
+    gold answers accepted at least ``gold_accept_min`` of the time.
+
+    ``strictest``: the highest such candidate (fewest wrong answers accepted on these rows; it sits on a gold
+    answer's own value, so it overfits: on a fresh half it rejected a third of the gold answers).
+    ``youden_midpoint``: the candidate with the largest gold acceptance minus wrong acceptance (vague and specific
+    pooled; ties: the highest), moved down to the midpoint between it and the next lower value seen, so the
+    threshold sits in the gap between the classes rather than on one answer."""
+    if rule not in THRESHOLD_RULES:
+        raise ValueError(f"threshold_fit.rule={rule!r}: use one of {THRESHOLD_RULES}")
+    candidates = sorted({float(r["p_correct"]) for r in rows if r.get("p_correct") is not None}, reverse=True)
+    eligible = [t for t in candidates if (share := acceptance(rows, "gold", t)) is not None and share >= gold_accept_min]
+    if not eligible:
+        raise ValueError("fit_threshold: no judged gold answers in the fit half")
+    if rule == "strictest":
+        return eligible[0]
+    wrong = [r for r in rows if r["stratum"] != "gold" and r.get("p_correct") is not None]
+
+    def youden(t: float) -> float:
+        return float(acceptance(rows, "gold", t) or 0.0) - (sum(r["p_correct"] >= t for r in wrong) / len(wrong) if wrong else 0.0)
+
+    best = max(eligible, key=lambda t: (youden(t), t))
+    lower = [t for t in candidates if t < best]
+    return (best + lower[0]) / 2 if lower else best
+
+
+def roc(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """ROC of P(correct), gold answers positive, against each wrong stratum and both together: false-accept
+    rate, gold accept rate, thresholds and the area under the curve (sklearn)."""
+    from sklearn.metrics import roc_auc_score, roc_curve
+
+    out: dict[str, Any] = {}
+    gold = [r["p_correct"] for r in rows if r["stratum"] == "gold" and r.get("p_correct") is not None]
+    for name, strata in (("vague_wrong", ("vague_wrong",)), ("specific_wrong", ("specific_wrong",)), ("both_wrong", ("vague_wrong", "specific_wrong"))):
+        wrong = [r["p_correct"] for r in rows if r["stratum"] in strata and r.get("p_correct") is not None]
+        if not gold or not wrong:
+            continue
+        truth, score = [1] * len(gold) + [0] * len(wrong), gold + wrong
+        fpr, tpr, thresholds = roc_curve(truth, score)
+        out[name] = {"false_accept": [round(float(x), 4) for x in fpr], "gold_accept": [round(float(x), 4) for x in tpr],
+                     "thresholds": [min(1.0, float(x)) for x in thresholds], "auc": round(float(roc_auc_score(truth, score)), 4)}  # fmt: skip
     return out
 
 

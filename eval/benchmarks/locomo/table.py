@@ -72,6 +72,17 @@ def _judge_columns(m: dict[str, Any]) -> dict[str, Any]:
     return cells
 
 
+CALIBRATED_SECTION = "judge_calibrated"  # metrics.json key scripts/rejudge.py fills with `section=judge_calibrated`
+
+
+def calibrated_cell(metrics: dict[str, Any]) -> str:
+    """Overall accuracy under the calibrated judge (P(correct) from one token, fitted threshold), or why it is empty."""
+    section = metrics.get(CALIBRATED_SECTION)
+    if not section:
+        return "not re-judged"
+    return f"{format_ci(section.get('overall', {}).get('judge'))} (t={section.get('threshold', '?')})"
+
+
 def slice_label(metrics: dict[str, Any]) -> str:
     """What a run covered, e.g. '1 conv, 3 sessions, 20 q': a quickstart row and a whole-conversation row of
     one system otherwise read alike in Table 1."""
@@ -108,6 +119,7 @@ def locomo_table(metrics_list: list[dict[str, Any]], convention: str | None = No
             row[f"{label} n"] = cell.get("n", 0)
         overall = m.get("overall", {})
         row["overall J"] = format_ci(overall.get("judge"))
+        row["overall J calibrated judge"] = calibrated_cell(m)
         row["overall J original gold"] = format_ci((slices.get("original") or {}).get("overall", {}).get("judge"))
         row["overall J audited (score-changing gold errors excluded)"] = format_ci(audited.get("overall", {}).get("judge"))
         row["audited: excluded n"] = audited.get("n_excluded", "") if audited else "n/a (no errata file)"
@@ -135,6 +147,8 @@ def locomo_table(metrics_list: list[dict[str, Any]], convention: str | None = No
         "Judge calibration: acceptance of the audit bank's vague-but-wrong and specific-but-wrong answers and of gold answers "
         "(results/judge/; a lenient judge rewards vague answers). 'paper (reported)' is copied from the MOSAIC paper, not measured, "
         "and shown only on the row run as the paper configured the system (no ablation, no system.* override). "
+        "'J calibrated judge': the same answers re-judged by the calibrated judge (one token, P(correct) against the threshold t "
+        "fitted on half of the audit bank: results/bench/locomo_judge_calibration.md; scripts/rejudge.py section=judge_calibrated). "
         "Failures: rows (answers or judgements) that got no usable LLM reply / ingested turns the system failed to store. "
         + BUDGET_CAPTION.format(min_clusters=min_clusters())
     )
@@ -164,6 +178,7 @@ def headline_table(metrics_list: list[dict[str, Any]]) -> pd.DataFrame:
             "slice": slice_label(m),
             "judge": format_ci(overall.get("judge")),
             "judge, audited gold": format_ci(audited.get("overall", {}).get("judge")),
+            "calibrated judge": calibrated_cell(m),
             "token F1": format_ci(overall.get("f1")),
             f"evidence recall@{m.get('top_k', 'k')}": format_ci(overall.get("evidence_recall")),
             FAILURES_COLUMN: failures_cell(m),
@@ -173,7 +188,8 @@ def headline_table(metrics_list: list[dict[str, Any]]) -> pd.DataFrame:
     table = pd.DataFrame(rows).set_index("system")
     table.attrs["caption"] = (
         "LoCoMo (Table 1, headline columns; every column in results/tables/locomo.md). x100 [95% bootstrap CI]; "
-        "'audited gold' excludes the questions whose gold answer locomo-audit marks wrong. 'paper (reported)' is "
+        "'audited gold' excludes the questions whose gold answer locomo-audit marks wrong; 'calibrated judge' re-judges the "
+        "same answers with the calibrated judge (results/bench/locomo_judge_calibration.md). 'paper (reported)' is "
         "copied from the MOSAIC paper (full LoCoMo, its own LLM), not measured here. " + BUDGET_CAPTION.format(min_clusters=min_clusters())
     )
     return table

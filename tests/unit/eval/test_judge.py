@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from eval.judge import JudgePrompt, LLMJudge, judge_prompt_of
+from eval.judge import JudgePrompt, LLMJudge, build_judge, judge_prompt_of
 from eval.benchmarks.locomo.judge_agreement import judge_agreement, rejudge
 from eval.benchmarks.locomo.judge_calibration import (
     STRATA,
@@ -51,7 +51,7 @@ def test_prompts_compose_from_config_and_fill_their_template():
             cfg = compose_config([f"judge={judge}", f"judge/prompt={name}"])
             prompt = judge_prompt_of(cfg.judge)
             assert prompt == JudgePrompt.from_mapping(yaml.safe_load((REPO / "conf" / "judge" / "prompt" / f"{name}.yaml").read_text()))
-            text = LLMJudge(None, prompt=prompt, max_tokens=1).messages("Q {x}?", "G", "P")[-1]["content"]  # braces in values are fine
+            text = LLMJudge(None, prompt=prompt, max_tokens=1, attempts=1).messages("Q {x}?", "G", "P")[-1]["content"]  # braces in values are fine
             assert "Q {x}?" in text and "Gold answer: G" in text and "Generated answer: P" in text
     assert compose_config([]).judge.prompt.name == "default"
     assert conf_judge(None, ["judge/prompt=mem0_generous"]).messages("q", "g", "p")[0]["role"] == "user"  # no system
@@ -178,7 +178,8 @@ def test_calibrate_script_writes_a_record_keyed_by_model_and_prompt(tmp_path):
         [f"calibration.bank_dir={write_bank(tmp_path / 'bank')}", "calibration.dev_per_stratum=4", "calibration.report_per_stratum=5",
          "judge/prompt=strict", f"calibration.out_dir={tmp_path / 'judge'}", "calibration.workers=1"]
     )  # fmt: skip
-    record = script.calibrate(cfg, FakeLLM(lambda m, s: {"reasoning": "-", "label": "WRONG"}, model_id="fake-1.5b"))
+    judge = build_judge(cfg.judge, FakeLLM(lambda m, s: {"reasoning": "-", "label": "WRONG"}, model_id="fake-1.5b"))
+    record = script.calibrate(cfg, judge)
     assert record["prompt"] == "strict" and record["questions"] == 5 and len(record["items"]) == 15
     assert record["rates"]["gold"]["true_accept"]["mean"] == 0.0
     assert script.output_path(cfg, record) == tmp_path / "judge" / "fake-1.5b__strict.json"

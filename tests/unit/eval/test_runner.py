@@ -111,8 +111,13 @@ def test_every_group_option_instantiates_with_its_values(group, option, tmp_path
     overrides = [f"{group}={option}"] + {("llm", "openai_compat"): OPENAI_COMPAT, ("judge", "openai_compat"): JUDGE_COMPAT}.get((group, option), [])
     cfg = _compose(overrides)
     validate(cfg)
+    if group == "judge":  # the judge itself, built by the one judge builder: every setting arrives
+        from eval.judge import build_judge, judge_settings
+
+        judge = build_judge(cfg.judge, SchemaFakeLLM())
+        assert all(getattr(judge, key) == value for key, value in judge_settings(cfg.judge).items())
     if group == "judge" and cfg.judge.llm is None:
-        assert option == "same"  # the only option that reuses the systems' client; the runner then passes llm itself
+        assert option in ("same", "calibrated")  # the options that reuse the systems' client; the runner then passes llm itself
         return
     node, built = _build_group(cfg, group, tmp_path)
     assert type(built) is get_class(node._target_)
