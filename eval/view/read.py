@@ -424,14 +424,17 @@ def _belief(value: Any) -> str:
 
 def mosaic_stores(folder: Path, notes: list[str]) -> list[dict[str, Any]]:
     """Every MOSAIC namespace file under system/mosaic/: entries with their history, the gate's queue, rejections."""
-    from mosaic.store import MemoryStore, MemoryStoreError
-
     stores = []
     for path in sorted((folder / "system" / "mosaic").glob("*.json")):
+        # The store's documented envelope ({"schema", "checksum", "state"}), read as plain JSON: eval/ imports
+        # nothing from mosaic/, and a viewer needs no checksum (MOSAIC checks it when it loads its own store).
         try:
-            state = MemoryStore(path).load()
-        except MemoryStoreError as err:
-            notes.append(str(err))
+            state = json.loads(path.read_text(encoding="utf-8")).get("state")
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError, AttributeError) as err:
+            notes.append(f"memory file {path} cannot be read ({err}); not shown")
+            continue
+        if not isinstance(state, dict) or not isinstance(state.get("graph"), dict) or not isinstance(state["graph"].get("entities"), list):
+            notes.append(f"memory file {path} lacks the state/graph/entities layout MOSAIC writes; not shown")
             continue
         entities = state["graph"]["entities"]
         text_of = {e.get("entity_id"): e.get("text") for e in entities}
