@@ -24,7 +24,6 @@ from core.api import MemorySystem, ReportsMetrics
 from core.atomic import write_json_atomic
 from core.config_check import ConfigKeyError
 from eval.benchmarks.locomo.audit import GOLD_MODES, audited_keys
-from eval.benchmarks.locomo.budget_table import budget_table, recall_figure
 from eval.benchmarks.locomo.data import CONVENTIONS, Episode, Question, SliceSpec, load_locomo, slice_episodes
 from eval.benchmarks.locomo.metrics import aggregate, gold_slices, ingest_summary, paired_judgements
 from eval.benchmarks.locomo.retrieval import FULL_STAGES, RETRIEVAL_STAGES, check_stages, is_retrieval_only, run_retrieval
@@ -258,10 +257,14 @@ class LoCoMoBenchmark:
     def make_extra_tables(metrics_list: list[dict[str, Any]]) -> dict[str, pd.DataFrame]:
         """``locomo_judge_gold``: the judge-and-gold view of Table 1 (both gold columns, calibration, judge2);
         ``locomo_headline``: the README's few columns; ``locomo_budget``: recall at equal token budgets."""
+        from eval.benchmarks.locomo.budget_table import budget_table  # pandas, imported where a table is built
+
         return {"locomo_judge_gold": judge_gold_table(metrics_list), "locomo_headline": headline_table(metrics_list),
                 "locomo_budget": budget_table(metrics_list)}
 
     @staticmethod
     def make_figures(metrics_list: list[dict[str, Any]], out: Path) -> list[Path]:
         """``locomo_recall_vs_tokens.png``: evidence recall against the token budget, per run with stored lists."""
+        from eval.benchmarks.locomo.budget_table import recall_figure
+
         return recall_figure(metrics_list, out)

@@ -6,10 +6,14 @@ drawn at more budgets than a run records and so is computed from each run's stor
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pandas is imported where a table is built: a finished run's rerun builds none
+    import pandas as pd
+
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
 
 from eval.budget import budget_recall, plot_recall_vs_tokens
 from eval.intervals import format_ci, interval_note, report_settings
@@ -58,6 +62,8 @@ BUDGET_CAPTION = (
 
 def budget_table(metrics_list: list[dict[str, Any]]) -> pd.DataFrame:
     """One row per run: recall at every recorded budget, the uncut list's recall, tokens returned and judge accuracy."""
+    import pandas as pd
+
     budgets = [int(b) for b in report_settings()["token_budgets"]]
     rows = []
     for m in sorted(metrics_list, key=lambda run: row_label(run)):

@@ -67,6 +67,7 @@ def _slice(name: str, tmp_path: Path) -> list[str]:
     }  # fmt: skip
     slices["locomo_conv26"] = slices["locomo_conv49"] = slices["locomo"]  # whole-conversation runs: same tiny data
     slices["halumem_dev"] = slices["halumem_eval"] = slices["halumem"]  # the pilot users' runs: the fixture, never user 3
+    slices["locomo_retrieval"], slices["halumem_retrieval"] = slices["locomo"], slices["halumem"]  # retrieval only: same data
     assert name in slices, f"experiment {name!r} has no smoke slice: add one here"
     return slices[name]
 
@@ -100,6 +101,12 @@ def test_experiment_runs_end_to_end_on_a_fake_llm(name, tmp_path):
     metrics = run(cfg, overrides)
     meta = metrics["metadata"]
     assert meta["benchmark"] == cfg.benchmark.name and meta["system"] == cfg.system.name
+    retrieval_only = list(cfg.benchmark.get("stages") or []) == ["ingest", "retrieve"]
+    if retrieval_only:  # searches only: no answer, no judgement; every question searched (tests/unit/eval/benchmarks/*/test_*_retrieval.py score them)
+        run_dir = next((tmp_path / "results" / "runs").glob("*/*/*/*/"))
+        rows = next(run_dir.glob("*retrievals.jsonl")).read_text().splitlines()
+        assert meta["llm_usage"]["calls"] == 0 and rows
+        return
     assert meta["llm_model_id"] == "fake-schema" and meta["llm_usage"]["calls"] > 0
     run_dir = next((tmp_path / "results" / "runs").glob("*/*/*/*/"))
     assert json.loads((run_dir / "metrics.json").read_text())["metadata"]["config_hash"] == run_dir.name
