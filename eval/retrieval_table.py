@@ -17,6 +17,7 @@ from typing import Any
 import pandas as pd
 
 from eval.benchmarks.locomo.retrieval import ADVERSARIAL, LEVELS, is_retrieval_only
+from eval.budget import row_item_tokens
 from eval.compare import paired_difference
 from eval.intervals import chosen_interval, interval_note, report_settings
 from eval.metrics import bootstrap_ci, format_ci
@@ -64,8 +65,9 @@ def retrieval_rows(m: dict[str, Any]) -> list[dict[str, Any]]:
     if (folder / "retrievals.jsonl").is_file():
         return read_rows(folder / "retrievals.jsonl")
     if (folder / "predictions.jsonl").is_file():
-        return [{"key": p["key"], "category": p["category"], "evidence": p["evidence"],
-                 "retrieved_ids": [list(item.get("source_turn_ids") or []) for item in p.get("retrieved", [])]}
+        return [{"key": p["key"], "sample_id": p["sample_id"], "category": p["category"], "evidence": p["evidence"],
+                 "retrieved_ids": [list(item.get("source_turn_ids") or []) for item in p.get("retrieved", [])],
+                 "retrieved_tokens": row_item_tokens(p)}
                 for p in read_rows(folder / "predictions.jsonl")]  # fmt: skip
     return []
 
@@ -79,7 +81,7 @@ def from_full_run(m: dict[str, Any], n_samples: int = 1000, seed: int = 0) -> di
     top_k = int(m.get("top_k") or HEADLINE_K)
     ks = sorted({k for k in (1, 5, 10, 20) if k <= top_k} | {top_k})
     return {**m, "stages": list(RETRIEVAL_STAGES), "retrieval_depth": top_k, "from_full_run": True,
-            "retrieval": retrieval_metrics(retrieval_rows(m), ks, min(10, top_k), n_samples, seed)}  # fmt: skip
+            "retrieval": retrieval_metrics(retrieval_rows(m), ks, min(10, top_k), n_samples, seed, report_settings()["token_budgets"])}  # fmt: skip
 
 
 def question_recall(m: dict[str, Any], k: int = HEADLINE_K, level: str = LEVEL) -> dict[str, tuple[int, float]]:
