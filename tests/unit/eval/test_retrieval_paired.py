@@ -31,7 +31,7 @@ def _run(folder, rows) -> None:
     folder.mkdir(parents=True)
     (folder / "retrievals.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     (folder / "config.yaml").write_text(yaml.safe_dump({"benchmark": BENCH}))
-    metrics = {"stages": ["ingest", "retrieve"], "retrieval": retrieval_metrics(rows, [1, 2], 2, 200, 0, [5])}
+    metrics = {"benchmark": "locomo", "stages": ["ingest", "retrieve"], "retrieval": retrieval_metrics(rows, [1, 2], 2, 200, 0, [5])}
     (folder / "metrics.json").write_text(json.dumps(metrics))
 
 
@@ -96,3 +96,17 @@ def test_the_retrieval_table_and_figure_show_recall_at_the_fixed_budget(tmp_path
     assert mosaic["tokens returned p50 / p95"] == "1200 / 1200"
     path = recall_vs_tokens_figure(runs, [], tmp_path / "figure.png")
     assert path is not None and path.stat().st_size > 0
+
+
+def test_compare_runs_prints_both_intervals_for_retrieval_only_runs(tmp_path, capsys):
+    from scripts.compare_runs import main as compare_runs
+
+    for name, hit_first in (("base", False), ("run", True)):
+        _run(tmp_path / name, _rows(hit_first))
+        (tmp_path / name / "ingest.jsonl").write_text("")
+    result = compare_runs([str(tmp_path / "base"), str(tmp_path / "run"), "--samples", "200"])
+    assert result["benchmark"] == "locomo_retrieval"
+    quality = result["comparisons"][0]["quality"]
+    assert quality["recall"]["mean"] == 0.0 and quality["recall"]["n_clusters"] == 6  # recall@10: both find it within 2
+    assert quality["budget"]["mean"] == 0.0  # 8 tokens returned: under the tables' 1,000-token budget, so uncut
+    assert "by conversation (6)" in capsys.readouterr().out
