@@ -382,6 +382,11 @@ def aggregate(rows: list[dict[str, Any]], samples: int = 1000, seed: int = 0) ->
     return metrics
 
 
+# Which interval the conflict tables show: cases of one context probe the same stored memories (the cluster of
+# eval/intervals.py); the development suites have one context each, too few for a context interval.
+INTERVAL_NOTE = "Intervals resample cases; cases of one context share its stored memories, so an interval holds for the suite's contexts only. "
+
+
 # ------------------------------------------------------------------------------- table
 def _suite_label(metrics: dict[str, Any]) -> str:
     """The suite's name, and which slice of it when the run did not score every case."""
@@ -437,7 +442,7 @@ def conflict_table(metrics_list: list[dict[str, Any]]) -> pd.DataFrame:
         "conflicts_with turn); false alarms = share of non-conflicting probes that raised any event. "
         "Append-only systems raise no conflict signal: 0 by construction. Misses: conflicting probes not detected "
         "(strict). Failures: rows / ingested turns (context and probes) the system failed to store; n/a: not recorded. "
-        + PAPER_SUITE_NOTE
+        + INTERVAL_NOTE + PAPER_SUITE_NOTE
     )
     return table
 
@@ -484,6 +489,6 @@ def headline_table(metrics_list: list[dict[str, Any]]) -> pd.DataFrame:
     table.attrs["caption"] = (
         "Injected conflicts (Table 3, headline columns; every column in results/tables/conflict.md). % [95% bootstrap "
         "CI]; detection is strict; false alarms: share of non-conflicting probes that raised any event. 'paper: "
-        "MOSAIC (reported)' is copied from the MOSAIC paper (its own LLM), not measured here. " + PAPER_SUITE_NOTE
+        "MOSAIC (reported)' is copied from the MOSAIC paper (its own LLM), not measured here. " + INTERVAL_NOTE + PAPER_SUITE_NOTE
     )
     return table
