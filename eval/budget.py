@@ -9,7 +9,9 @@ out, and so is everything after it); a first item larger than the budget leaves 
 
 Rows are LoCoMo prediction rows: ``evidence`` (gold turn ids), ``retrieved`` (items with ``text`` and
 ``source_turn_ids``), ``retrieved_tokens`` where the run recorded them (counted from the stored text when
-not: published runs made before tokens were recorded) and ``sample_id`` (the conversation: the cluster).
+not: published runs made before tokens were recorded) and ``sample_id`` (the conversation: the cluster);
+or retrieval-only rows (``retrievals.jsonl``), which keep each item's ``retrieved_ids`` and ``retrieved_tokens``
+but no text: a row of a run made before tokens were recorded has none to count (``row_item_tokens`` None).
 """
 
 from __future__ import annotations
@@ -31,33 +33,49 @@ def items_within_budget(item_tokens: Sequence[int], budget: int) -> int:
     return int(np.searchsorted(running, budget, side="right"))
 
 
-def row_item_tokens(row: Mapping[str, Any]) -> list[int]:
-    """Tokens of each returned item: as recorded, else counted from the stored text."""
+def row_item_tokens(row: Mapping[str, Any]) -> list[int] | None:
+    """Tokens of each returned item: as recorded, else counted from the stored text; None for a row that holds
+    neither (a retrieval-only row of a run made before tokens were recorded)."""
     recorded = row.get("retrieved_tokens")
     if recorded is not None:
         return [int(t) for t in recorded]
+    if row.get("retrieved") is None:
+        return None
     return count_tokens([str(item.get("text", "")) for item in row.get("retrieved") or []])
 
 
 def row_returned_tokens(row: Mapping[str, Any]) -> int | None:
-    """Tokens of everything the search returned (None for a row that stored no returned items)."""
+    """Tokens of everything the search returned (None for a row that stored neither tokens nor returned items)."""
     if row.get("returned_tokens") is not None:
         return int(row["returned_tokens"])
-    return int(sum(row_item_tokens(row))) if row.get("retrieved") is not None else None
+    tokens = row_item_tokens(row)
+    return None if tokens is None else int(sum(tokens))
+
+
+def _item_turn_ids(row: Mapping[str, Any]) -> list[list[str]]:
+    """Each returned item's source turn ids, in the system's order (prediction rows or retrieval-only rows)."""
+    if row.get("retrieved_ids") is not None:
+        return [list(ids) for ids in row["retrieved_ids"]]
+    return [list(item.get("source_turn_ids") or []) for item in row.get("retrieved") or []]
 
 
 def recall_at_budget(row: Mapping[str, Any], budget: int, item_tokens: Sequence[int] | None = None) -> float | None:
     """Evidence recall of the row's list cut at ``budget`` tokens; None for a question without evidence."""
-    items = row.get("retrieved") or []
-    kept = items[: items_within_budget(row_item_tokens(row) if item_tokens is None else item_tokens, budget)]
-    return evidence_recall(row.get("evidence") or [], [tid for item in kept for tid in item.get("source_turn_ids") or []])
+    tokens = row_item_tokens(row) if item_tokens is None else item_tokens
+    if tokens is None:
+        raise ValueError(f"row {row.get('key')!r} records no tokens per item (retrieved_tokens): rerun it to cut its list at a budget")
+    kept = _item_turn_ids(row)[: items_within_budget(tokens, budget)]
+    return evidence_recall(row.get("evidence") or [], [tid for ids in kept for tid in ids])
 
 
 def budget_recall(rows: Sequence[Mapping[str, Any]], budgets: Sequence[int], n_samples: int, seed: int) -> dict[str, Any]:
-    """Budget (as text) -> evidence recall at that budget with both bootstrap intervals (clusters: conversations)."""
+    """Budget (as text) -> evidence recall at that budget with both bootstrap intervals (clusters: conversations);
+    empty when no budget is asked or some row records no tokens per item (nothing to cut by)."""
     if not budgets:
         return {}
     tokens = [row_item_tokens(r) for r in rows]
+    if any(t is None for t in tokens):
+        return {}
     clusters = [r.get("sample_id") for r in rows]
     return {str(b): bootstrap_ci([recall_at_budget(r, int(b), t) for r, t in zip(rows, tokens)], n_samples, seed, clusters=clusters)
             for b in budgets}  # fmt: skip

@@ -45,9 +45,39 @@ def _jsonl(path: Path, key_field: str = "key") -> list[dict[str, Any]]:
 
 
 def run_kind(run_dir: Path) -> str:
-    """'locomo' or 'conflict' (what the run's metrics.json says it measured)."""
+    """'locomo', 'halumem' or 'conflict' (what the run's metrics.json says it measured); '<benchmark>_retrieval' for a
+    retrieval-only run (``benchmark.stages=[ingest, retrieve]``: no answers, compared by evidence recall)."""
     metrics = json.loads((Path(run_dir) / "metrics.json").read_text())
-    return str(metrics.get("benchmark") or metrics.get("metadata", {}).get("benchmark"))
+    kind = str(metrics.get("benchmark") or metrics.get("metadata", {}).get("benchmark"))
+    return f"{kind}_retrieval" if tuple(metrics.get("stages") or ()) == ("ingest", "retrieve") else kind
+
+
+def compare_retrieval(base_dir: Path, other_dir: Path, n_samples: int = 2000, seed: int = 0, k: int = 10) -> dict[str, Any]:
+    """Two retrieval-only runs of one benchmark: evidence recall@k (LoCoMo: turn level, categories 1-4 overall; HaluMem:
+    session level, which every row has) and, for LoCoMo, recall at the tables' fixed token budget, each run's value and
+    the paired difference with both intervals (eval/retrieval_paired.py), beside the tokens each run returned."""
+    from eval.intervals import report_settings
+    from eval.retrieval_paired import halumem_paired, locomo_paired
+
+    base_dir, other_dir = Path(base_dir), Path(other_dir)
+    budget = int(report_settings()["table_token_budget"])
+    if (base_dir / "retrievals.jsonl").is_file():
+        base, other = _jsonl(base_dir / "retrievals.jsonl"), _jsonl(other_dir / "retrievals.jsonl")
+        paired = locomo_paired(other, base, [k], k, [budget], n_samples, seed)
+        level = paired["turn"]
+        undefined = {"mean": None, "base": None, "other": None}  # rows that record no tokens
+        out = {"recall": level["overall"][f"recall@{k}"],
+               "budget": (paired.get("evidence_recall_at_budget") or {}).get("overall", {}).get(str(budget), undefined),
+               "per_category": {c: cell[f"recall@{k}"] for c, cell in level["per_group"].items()}}  # fmt: skip
+    else:
+        base, other = _jsonl(base_dir / "halumem_retrievals.jsonl"), _jsonl(other_dir / "halumem_retrievals.jsonl")
+        paired = halumem_paired(other, base, [k], n_samples, seed)
+        out = {"recall": paired["session"]["overall"][f"recall@{k}"],
+               "per_category": {t: cell[f"recall@{k}"] for t, cell in paired["session"]["per_group"].items()}}  # fmt: skip
+    summaries = [json.loads((d / "metrics.json").read_text())["retrieval"].get("returned_tokens") or {} for d in (base_dir, other_dir)]
+    summaries = [s.get("qa", s) for s in summaries]  # HaluMem: the questions' searches
+    return {**out, "n_shared": out["recall"].get("n", 0), "k": k, "budget_tokens": budget,
+            "returned_tokens": {"base": summaries[0], "other": summaries[1]}}
 
 
 def locomo_outcomes(run_dir: Path) -> dict[str, dict[str, Any]]:

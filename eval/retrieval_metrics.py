@@ -20,7 +20,7 @@ Session level maps each LoCoMo turn id ``D<s>:<t>`` to its session ``D<s>`` (``s
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from typing import Any
 
 from eval.metrics import bootstrap_ci
@@ -65,12 +65,24 @@ def metric_names(ks: Sequence[int], ndcg_k: int) -> list[str]:
     return [f"{name}@{k}" for name in RANK_METRICS for k in ks] + [f"ndcg@{ndcg_k}"]
 
 
-def summarise(scored: list[dict[str, float]], names: Sequence[str], n_samples: int, seed: int) -> dict[str, Any]:
-    """Mean and 95% bootstrap CI (``eval.metrics.bootstrap_ci``, the harness's interval) of each metric."""
-    return {"n": len(scored), **{name: bootstrap_ci([s[name] for s in scored], n_samples, seed) for name in names}}
+def summarise(scored: list[dict[str, float]], names: Sequence[str], n_samples: int, seed: int,
+              clusters: Sequence[Hashable] | None = None) -> dict[str, Any]:
+    """Mean and 95% bootstrap CI (``eval.intervals``, the harness's interval) of each metric; with ``clusters`` (one
+    label per scored question: its conversation or user) also the cluster interval and the number of clusters."""
+    out: dict[str, Any] = {"n": len(scored)}
+    if clusters is not None:
+        out["n_clusters"] = len(set(clusters))
+    return {**out, **{name: bootstrap_ci([s[name] for s in scored], n_samples, seed, clusters=clusters) for name in names}}
 
 
-def by_group(scored: list[tuple[Any, dict[str, float]]], names: Sequence[str], n_samples: int, seed: int) -> dict[str, Any]:
-    """``summarise`` per group key (a category, a question type), groups in sorted order."""
+def by_group(scored: list[tuple[Any, dict[str, float]]], names: Sequence[str], n_samples: int, seed: int,
+             clusters: Sequence[Hashable] | None = None) -> dict[str, Any]:
+    """``summarise`` per group key (a category, a question type), groups in sorted order; ``clusters`` aligned with
+    ``scored``."""
     groups = sorted({g for g, _ in scored}, key=str)
-    return {str(g): summarise([s for key, s in scored if key == g], names, n_samples, seed) for g in groups}
+    out = {}
+    for g in groups:
+        picked = [i for i, (key, _) in enumerate(scored) if key == g]
+        out[str(g)] = summarise([scored[i][1] for i in picked], names, n_samples, seed,
+                                None if clusters is None else [clusters[i] for i in picked])
+    return out

@@ -16,7 +16,9 @@ from typing import Any
 
 import pandas as pd
 
+from eval.benchmarks.locomo.budget_table import tokens_cell
 from eval.benchmarks.locomo.retrieval import ADVERSARIAL, LEVELS, is_retrieval_only
+from eval.budget import plot_recall_vs_tokens, recall_at_budget, row_item_tokens
 from eval.compare import paired_difference
 from eval.intervals import chosen_interval, interval_note, report_settings
 from eval.metrics import bootstrap_ci, format_ci
@@ -64,8 +66,9 @@ def retrieval_rows(m: dict[str, Any]) -> list[dict[str, Any]]:
     if (folder / "retrievals.jsonl").is_file():
         return read_rows(folder / "retrievals.jsonl")
     if (folder / "predictions.jsonl").is_file():
-        return [{"key": p["key"], "category": p["category"], "evidence": p["evidence"],
-                 "retrieved_ids": [list(item.get("source_turn_ids") or []) for item in p.get("retrieved", [])]}
+        return [{"key": p["key"], "sample_id": p["sample_id"], "category": p["category"], "evidence": p["evidence"],
+                 "retrieved_ids": [list(item.get("source_turn_ids") or []) for item in p.get("retrieved", [])],
+                 "retrieved_tokens": row_item_tokens(p)}
                 for p in read_rows(folder / "predictions.jsonl")]  # fmt: skip
     return []
 
@@ -79,7 +82,7 @@ def from_full_run(m: dict[str, Any], n_samples: int = 1000, seed: int = 0) -> di
     top_k = int(m.get("top_k") or HEADLINE_K)
     ks = sorted({k for k in (1, 5, 10, 20) if k <= top_k} | {top_k})
     return {**m, "stages": list(RETRIEVAL_STAGES), "retrieval_depth": top_k, "from_full_run": True,
-            "retrieval": retrieval_metrics(retrieval_rows(m), ks, min(10, top_k), n_samples, seed)}  # fmt: skip
+            "retrieval": retrieval_metrics(retrieval_rows(m), ks, min(10, top_k), n_samples, seed, report_settings()["token_budgets"])}  # fmt: skip
 
 
 def question_recall(m: dict[str, Any], k: int = HEADLINE_K, level: str = LEVEL) -> dict[str, tuple[int, float]]:
@@ -133,6 +136,15 @@ def diff_cell(stat: dict[str, Any]) -> str:
     return f"{stat['mean'] * 100:+.1f} [{stat[prefix + 'ci_low'] * 100:+.1f}, {stat[prefix + 'ci_high'] * 100:+.1f}]"
 
 
+def budget_recall_by_question(m: dict[str, Any], budget: int) -> dict[str, float]:
+    """question key -> turn-level evidence recall of the run's list cut at ``budget`` tokens (categories 1-4, questions
+    with evidence); empty for a run whose rows record no tokens."""
+    rows = [r for r in retrieval_rows(m) if r["evidence"] and int(r["category"]) != ADVERSARIAL]
+    if not rows or any(row_item_tokens(r) is None for r in rows):
+        return {}
+    return {r["key"]: float(recall_at_budget(r, budget)) for r in rows}
+
+
 def cost_columns(m: dict[str, Any]) -> dict[str, Any]:
     """What a row cost: LLM calls and tokens (every invocation) and wall time (every invocation)."""
     usage = _meta(m).get("llm_usage") or {}
@@ -177,6 +189,14 @@ def retrieval_table(metrics_list: list[dict[str, Any]], level: str = LEVEL, k: i
         row[f"any-hit@{k}"] = format_ci(stats["overall"].get(f"any_hit@{k}"))
         ndcg_k = m["retrieval"].get("ndcg_k", 10)
         row[f"NDCG@{ndcg_k}"] = format_ci(stats["overall"].get(f"ndcg@{ndcg_k}"))
+        budget = int(report_settings()["table_token_budget"])
+        at_budget = (m["retrieval"].get("evidence_recall_at_budget") or {}).get("overall", {}).get(str(budget))
+        row[f"recall @{budget} tokens"] = format_ci(at_budget)
+        base_budget = budget_recall_by_question(base, budget) if base is not None and base is not m else {}
+        mine_budget = budget_recall_by_question(m, budget) if base_budget else {}
+        row[f"diff to base @{budget} tokens"] = ("base" if base is m else diff_cell(paired_difference(base_budget, mine_budget, 1000, 0, clusters=conversations[id(m)]))
+                                                 if base_budget and mine_budget else "")  # fmt: skip
+        row["tokens returned p50 / p95"] = tokens_cell({"returned_tokens": m["retrieval"].get("returned_tokens")})
         overall = _recall_stat(recalls[id(m)], conversations[id(m)], None, 1000, 0) if recalls[id(m)] else None
         row["interval shown"] = interval_note(overall, int(report_settings()["min_clusters_for_cluster_interval"]))
         rows.append({**row, **cost_columns(m)})
@@ -187,7 +207,11 @@ def retrieval_table(metrics_list: list[dict[str, Any]], level: str = LEVEL, k: i
         f"'diff to base': paired difference (points) to rag over oracle facts (rag / oracle_facts) of the same slice, paired "
         f"bootstrap over the same questions. Every interval resamples conversations, then questions within them, where a row "
         f"spans 5 conversations or more (conf/report.yaml), else questions ('interval shown' says which); any-hit and NDCG "
-        f"show metrics.json's per-question interval. Categories by both LoCoMo conventions. Costs: every invocation of the run folder."
+        f"show metrics.json's intervals, chosen the same way. 'recall @N tokens': turn-level evidence recall with each row's "
+        f"ranked list cut where its returned text reaches N tokens (eval/budget.py; tokenizer named in metrics.json), categories "
+        f"1-4, with its paired difference to the base; 'tokens returned': median / p95 over questions of the whole list's tokens "
+        f"(a row whose list stays under N tokens is not cut). Categories by both LoCoMo conventions. Costs: every invocation "
+        f"of the run folder."
     )
     return table
 
@@ -276,6 +300,13 @@ def halumem_retrieval_table(metrics_list: list[dict[str, Any]], k: int = HEADLIN
             updates = (stats.get(level) or {}).get("updates", {})
             for name in ("current_first", "replaced_returned"):
                 row[f"updates {name.replace('_', ' ')} ({level})"] = format_ci(updates.get(name))
+        budget = int(report_settings()["table_token_budget"])
+        for level in ("fact", "session"):
+            row[f"QA recall @{budget} tokens ({level})"] = format_ci(((stats.get(level) or {}).get("evidence_recall_at_budget") or {}).get(str(budget)))
+        row["QA tokens returned p50 / p95"] = tokens_cell({"returned_tokens": (stats.get("returned_tokens") or {}).get("qa")})
+        overall = (stats.get("session") or {}).get("overall", {}).get(f"recall@{k}")
+        row["interval shown"] = interval_note(overall, int(report_settings()["min_clusters_for_cluster_interval"]), cluster="user",
+                                              cluster_names=[_halumem_user_file(m)])  # fmt: skip
         rows.append({**row, **cost_columns(m)})
     table = pd.DataFrame(rows)
     table.attrs["caption"] = (
@@ -284,7 +315,9 @@ def halumem_retrieval_table(metrics_list: list[dict[str, Any]], k: int = HEADLIN
         "oracle facts on the same user. Updates: each gold update point searched with its own content (update_k results): "
         "'current first' = the point itself is returned above the memory it replaces (or that one is not returned), "
         "'replaced returned' = the replaced memory comes back at all (lower is better); session level compares the point's "
-        "session with the replaced memory's earlier session."
+        "session with the replaced memory's earlier session. 'QA recall @N tokens': each question's list cut where its returned "
+        "text reaches N tokens (eval/budget.py); 'tokens returned': median / p95 over questions. Each run is one user, so every "
+        "interval resamples that user's questions and holds for that user only ('interval shown')."
     )
     return table
 
@@ -327,3 +360,43 @@ def retrieval_headline(metrics_list: list[dict[str, Any]], k: int = HEADLINE_K) 
             f"evidence recall@{k} {format_ci(mosaic_stat)} (x100, 95% CI, {interval_note(diff, min_clusters)}), against "
             f"{format_ci(base_stat)} for rag over the same facts: {verdict} flat "
             f"retrieval (paired difference {diff_cell(diff)} points; results/tables/retrieval.md).")
+
+
+def _mean(values: list[float]) -> dict[str, Any]:
+    return {"mean": sum(values) / len(values) if values else None}
+
+
+def recall_vs_tokens_figure(locomo_runs: list[dict[str, Any]], halumem_runs: list[dict[str, Any]], path: Path) -> Path | None:
+    """Evidence recall against the token budget for the retrieval rows (eval/budget.py's cut, conf/report.yaml's figure
+    budgets), one panel per set of questions: LoCoMo at turn level (categories 1-4), each HaluMem user at session level
+    (every row has it). A row whose rows record no tokens is left out. Means only: intervals are in the tables."""
+    from eval.benchmarks.halumem.retrieval import _recall_within, session_of_id
+
+    budgets = [int(b) for b in report_settings()["figure_token_budgets"]]
+    panels: dict[str, dict[str, Any]] = {}
+    for m in locomo_runs:
+        rows = [r for r in retrieval_rows(m) if r["evidence"] and int(r["category"]) != ADVERSARIAL]
+        if not rows or any(row_item_tokens(r) is None for r in rows):
+            continue
+        uncut = [v for c, v in question_recall(m, int(m.get("retrieval_depth") or HEADLINE_K)).values() if c != ADVERSARIAL]
+        panel = f"LoCoMo, turn level, categories 1-4: {slice_of(m)}"
+        panels.setdefault(panel, {})[run_label(m)] = {
+            "budgets": {b: _mean([float(recall_at_budget(r, b)) for r in rows]) for b in budgets},
+            "median_tokens": (m["retrieval"].get("returned_tokens") or {}).get("median"), "uncut": _mean(uncut)}  # fmt: skip
+    for m in halumem_runs:
+        folder = Path(m.get("_path", "")).parent
+        rows = [r for r in read_rows(folder / "halumem_retrievals.jsonl") if r.get("kind") == "qa" and r["evidence_fact_ids"]] if folder.is_dir() else []
+        if not rows or any(r.get("retrieved_tokens") is None for r in rows):
+            continue
+        golds = [{session_of_id(f) for f in r["evidence_fact_ids"]} for r in rows]
+        items = [[set(x) for x in r["retrieved_sessions"]] for r in rows]
+        panel = f"HaluMem {_halumem_user_file(m)}, session level, {len(rows)} questions"
+        panels.setdefault(panel, {})[run_label(m)] = {
+            "budgets": {b: _mean([_recall_within(g, i, r["retrieved_tokens"], b) for g, i, r in zip(golds, items, rows)]) for b in budgets},
+            "median_tokens": ((m["retrieval"].get("returned_tokens") or {}).get("qa") or {}).get("median"),
+            "uncut": _mean([_recall_within(g, i, r["retrieved_tokens"], 10**9) for g, i, r in zip(golds, items, rows)])}  # fmt: skip
+    if not panels:
+        return None
+    title = ("Retrieval only: evidence recall with each row's ranked list cut at a token budget (lines) and whole (stars, at the median\n"
+             "tokens returned); published retrieval rows, budgets from conf/report.yaml, intervals in results/tables/retrieval*.md")  # fmt: skip
+    return plot_recall_vs_tokens(panels, path, title)

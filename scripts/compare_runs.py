@@ -3,7 +3,8 @@
     python -m scripts.compare_runs <BASE run folder> <OTHER run folder> [<OTHER> ...] [--out FILE.json] [--plot FILE.png] [--sessions N]
 
 LoCoMo runs: judge accuracy and token F1 of both, and OTHER - BASE with a paired bootstrap CI,
-overall and per category, beside the tokens each run's searches returned (median / p95). Conflict-suite runs: detection and false alarms, the same way. Both:
+overall and per category, beside the tokens each run's searches returned (median / p95). Retrieval-only runs
+(LoCoMo or HaluMem): evidence recall@10 and, for LoCoMo, recall at the tables' fixed token budget, the same way. Conflict-suite runs: detection and false alarms, the same way. Both:
 the write cost per turn (calls, tokens, seconds; share of calls the response cache served). HaluMem runs:
 QA and update correct/hallucination/omission, paired by question and update point; with --sessions N over
 the first N sessions only (a session-limited run against the same sessions of a whole-user run). No LLM
@@ -24,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 
-from eval.compare import compare_conflict, compare_halumem, compare_locomo, halumem_write_cost, run_kind, write_cost
+from eval.compare import compare_conflict, compare_halumem, compare_locomo, compare_retrieval, halumem_write_cost, run_kind, write_cost
 from eval.mechanism_counts import mechanism_markdown, mechanisms
 
 
@@ -35,7 +36,7 @@ def _pct(value: float | None, signed: bool = False) -> str:
 
 
 # what a benchmark's cluster is, as the table names it
-CLUSTER_UNITS = {"locomo": "conversation", "halumem": "user", "conflict": "context"}
+CLUSTER_UNITS = {"locomo": "conversation", "halumem": "user", "conflict": "context", "locomo_retrieval": "conversation", "halumem_retrieval": "user"}
 
 
 def _diff(stat: dict[str, Any], unit: str = "cluster") -> str:
@@ -79,18 +80,22 @@ def _quality(kind: str, base: Path, other: Path, n_samples: int, seed: int, sess
         return compare_locomo(base, other, n_samples, seed)
     if kind == "halumem":
         return compare_halumem(base, other, n_samples, seed, sessions)
+    if kind.endswith("_retrieval"):
+        return compare_retrieval(base, other, n_samples, seed)
     return compare_conflict(base, other, n_samples, seed)
 
 
 def _write_cost(kind: str, run: Path, sessions: int | None) -> dict[str, Any]:
-    return halumem_write_cost(run, sessions) if kind == "halumem" else write_cost(run)
+    return halumem_write_cost(run, sessions) if kind.startswith("halumem") else write_cost(run)
 
 
 # Per benchmark: the table's two quality fields, named as the column heads show them.
 _FIELDS = {"locomo": (("correct", "judge"), ("f1", "F1")),
            "conflict": (("detected", "detection"), ("false_alarm", "false alarms")),
            "halumem": (("qa_correct", "QA correct"), ("qa_hallucination", "QA hallucination"), ("update_correct", "update correct"),
-                       ("link_right", "update linked right"), ("false_alarm", "false alarms"))}
+                       ("link_right", "update linked right"), ("false_alarm", "false alarms")),
+           "locomo_retrieval": (("recall", "evidence recall@10 (turn, cat. 1-4)"), ("budget", "evidence recall @budget tokens (turn)")),
+           "halumem_retrieval": (("recall", "QA evidence recall@10 (session)"),)}
 
 
 def markdown(result: dict[str, Any]) -> str:
@@ -99,7 +104,7 @@ def markdown(result: dict[str, Any]) -> str:
     fields = _FIELDS.get(kind, _FIELDS["conflict"])
     unit = CLUSTER_UNITS.get(kind, "cluster")
     quality = [head for _, name in fields for head in (name, f"{name} - base")]
-    returned = ["tokens returned p50 / p95"] if kind == "locomo" else []
+    returned = ["tokens returned p50 / p95"] if kind in ("locomo", "locomo_retrieval", "halumem_retrieval") else []
     head = ["run", *quality, *returned, "n", "calls/turn", "tokens/turn", "s/turn", "cached calls"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
 
@@ -125,6 +130,8 @@ def markdown(result: dict[str, Any]) -> str:
                  f"Cost per {per}.{scope}")
     if returned:
         lines.append("Tokens returned: the text of everything a search returned, per question (eval/tokens.py).")
+    if first and first.get("budget_tokens"):
+        lines.append(f"Budget: each list cut where its returned text reaches {first['budget_tokens']} tokens (conf/report.yaml table_token_budget).")
     return "\n".join(lines)
 
 

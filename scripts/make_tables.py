@@ -34,7 +34,8 @@ from eval.benchmarks.halumem.mechanism_table import mechanism_table
 from eval.benchmarks.locomo.retrieval import is_retrieval_only
 from eval.decomposition import decomposition_table
 from eval.publishing import provenance_flags
-from eval.retrieval_table import from_full_run, halumem_retrieval_table, recall_curves, retrieval_headline, retrieval_table
+from eval.retrieval_table import (from_full_run, halumem_retrieval_table, recall_curves, recall_vs_tokens_figure, retrieval_headline,
+                                  retrieval_table)
 from eval.tables import NOT_CLEAN_MARK, PROVENANCE_FLAGS, is_paper_configuration, to_markdown, write_tables
 
 REPO = Path(__file__).resolve().parents[1]
@@ -219,6 +220,7 @@ def main(argv: list[str] | None = None) -> int:
         write_tables(table, args.out / "retrieval")
         tables["retrieval"] = to_markdown(table)
         recall_curves(retrieval, args.out / "retrieval_recall_at_k.png")
+        recall_vs_tokens_figure(retrieval, halumem_retrieval, args.out / "retrieval_recall_vs_tokens.png")
         headline = retrieval_headline(retrieval)
         if headline:
             (args.out / "retrieval_headline.md").write_text(headline + "\n", encoding="utf-8")

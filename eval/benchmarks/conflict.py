@@ -308,8 +308,11 @@ def _plausible_numbers(probe: str, gold_texts: list[str]) -> bool:
     return bool(pairs) and max(pairs) <= 2.0
 
 
-def _rate(values: list[float], samples: int, seed: int) -> dict[str, Any]:
-    return bootstrap_ci(values, n_samples=samples, seed=seed)
+def _rate(rows: list[dict[str, Any]], value: Any, samples: int, seed: int) -> dict[str, Any]:
+    """Mean of ``value(row)`` with the per-case interval and the one over contexts then cases within them: the cases of
+    one context probe the same stored memories, so they are the suite's cluster (``n_clusters``; a suite of one
+    context has an interval for that context only)."""
+    return bootstrap_ci([float(value(r)) for r in rows], n_samples=samples, seed=seed, clusters=[r["context"] for r in rows])
 
 
 def _precision_f1(rows: list[dict[str, Any]], key: str, samples: int, seed: int) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -331,9 +334,10 @@ def _precision_f1(rows: list[dict[str, Any]], key: str, samples: int, seed: int)
         return np.where((p > 0) & (r > 0), 2 * p * r / (p + r), np.where(np.isnan(p) | np.isnan(r), np.nan, 0.0))
 
     cases = (conflict, detected)
+    contexts = [[r["context"] for r in rows]]
     return (
-        bootstrap(precision, cases, n_samples=samples, seed=seed, n=len(rows)),
-        bootstrap(f1, cases, n_samples=samples, seed=seed, n=len(rows)),
+        bootstrap(precision, cases, n_samples=samples, seed=seed, n=len(rows), clusters=contexts),
+        bootstrap(f1, cases, n_samples=samples, seed=seed, n=len(rows), clusters=contexts),
     )
 
 
@@ -341,12 +345,15 @@ def _block(rows: list[dict[str, Any]], key: str, samples: int, seed: int) -> dic
     pos = [r for r in rows if r["conflict"]]
     neg = [r for r in rows if not r["conflict"]]
     precision, f1 = _precision_f1(rows, key, samples, seed)
+    def detected(r: dict[str, Any]) -> bool:
+        return bool(r[key])
+
     return {
-        "detection_rate": _rate([float(r[key]) for r in pos], samples, seed),
-        "by_type": {t: _rate([float(r[key]) for r in pos if r["type"] == t], samples, seed) for t in CONFLICT_TYPES},
-        "explicit": _rate([float(r[key]) for r in pos if r["explicit"] is True], samples, seed),
-        "implicit": _rate([float(r[key]) for r in pos if r["explicit"] is False], samples, seed),
-        "false_alarm_rate": _rate([float(r["detected_lenient"]) for r in neg], samples, seed),
+        "detection_rate": _rate(pos, detected, samples, seed),
+        "by_type": {t: _rate([r for r in pos if r["type"] == t], detected, samples, seed) for t in CONFLICT_TYPES},
+        "explicit": _rate([r for r in pos if r["explicit"] is True], detected, samples, seed),
+        "implicit": _rate([r for r in pos if r["explicit"] is False], detected, samples, seed),
+        "false_alarm_rate": _rate(neg, lambda r: r["detected_lenient"], samples, seed),
         "precision": precision,
         "f1": f1,
     }
@@ -360,7 +367,8 @@ def aggregate(rows: list[dict[str, Any]], samples: int = 1000, seed: int = 0) ->
         "n_cases": len(rows),
         "n_conflicting": sum(1 for r in rows if r["conflict"]),
         "n_non_conflicting": sum(1 for r in rows if not r["conflict"]),
-        "llm_calls_per_case": _rate([float(r["llm_calls"]) for r in rows], samples, seed),
+        "llm_calls_per_case": _rate(rows, lambda r: r["llm_calls"], samples, seed),
+        "contexts": sorted({str(r["context"]) for r in rows}),  # the clusters of every cluster interval
         "scoring": "strict: an update/reject/flag event against a memory derived from a conflicts_with turn; false alarms: any event on a non-conflicting probe",
         "lenient": _block(rows, "detected_lenient", samples, seed),
         "misses": {
@@ -372,6 +380,11 @@ def aggregate(rows: list[dict[str, Any]], samples: int = 1000, seed: int = 0) ->
         "verdict_counts": {v: sum(r["verdicts"].count(v) for r in rows) for v in ("update", "reject", "flag")},
     })  # fmt: skip
     return metrics
+
+
+# Which interval the conflict tables show: cases of one context probe the same stored memories (the cluster of
+# eval/intervals.py); the development suites have one context each, too few for a context interval.
+INTERVAL_NOTE = "Intervals resample cases; cases of one context share its stored memories, so an interval holds for the suite's contexts only. "
 
 
 # ------------------------------------------------------------------------------- table
@@ -429,7 +442,7 @@ def conflict_table(metrics_list: list[dict[str, Any]]) -> pd.DataFrame:
         "conflicts_with turn); false alarms = share of non-conflicting probes that raised any event. "
         "Append-only systems raise no conflict signal: 0 by construction. Misses: conflicting probes not detected "
         "(strict). Failures: rows / ingested turns (context and probes) the system failed to store; n/a: not recorded. "
-        + PAPER_SUITE_NOTE
+        + INTERVAL_NOTE + PAPER_SUITE_NOTE
     )
     return table
 
@@ -476,6 +489,6 @@ def headline_table(metrics_list: list[dict[str, Any]]) -> pd.DataFrame:
     table.attrs["caption"] = (
         "Injected conflicts (Table 3, headline columns; every column in results/tables/conflict.md). % [95% bootstrap "
         "CI]; detection is strict; false alarms: share of non-conflicting probes that raised any event. 'paper: "
-        "MOSAIC (reported)' is copied from the MOSAIC paper (its own LLM), not measured here. " + PAPER_SUITE_NOTE
+        "MOSAIC (reported)' is copied from the MOSAIC paper (its own LLM), not measured here. " + INTERVAL_NOTE + PAPER_SUITE_NOTE
     )
     return table

@@ -66,7 +66,8 @@ PUBLIC_FIELDS: dict[str, tuple[str, ...]] = {
     "mechanism": (*_WHERE, "points", "questions", "replaces"),
     # retrieval-only runs (halumem/retrieval.py): gold fact ids and session numbers of what a search returned, no text
     "retrievals": (*_WHERE, "kind", "memory_type", "question_type", "n_evidence", "evidence_fact_ids", "current_fact_id",
-                   "replaced_fact_ids", "n_original_memories", "retrieved_fact_ids", "retrieved_sessions"),
+                   "replaced_fact_ids", "n_original_memories", "retrieved_fact_ids", "retrieved_sessions", "retrieved_tokens",
+                   "returned_tokens"),
 }
 # Fields computed from a left-out list, under the name they are published as (committed: the memory ids a
 # clarification stored, counted; clarify_metrics counts either).

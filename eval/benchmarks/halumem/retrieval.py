@@ -31,8 +31,11 @@ from core.api import Inspectable, MemorySystem, Retrieved, Turn
 from eval.benchmarks.halumem.data import HaluMemUser, halumem_time_to_iso
 from eval.benchmarks.halumem.update_links import fact_id_of
 from eval.context import RunContext
+from eval.budget import items_within_budget
+from eval.intervals import report_settings
 from eval.metrics import bootstrap_ci
 from eval.retrieval_metrics import by_group, metric_names, question_scores, summarise
+from eval.tokens import returned_token_fields, token_summary
 
 RETRIEVAL_STAGES = ("ingest", "retrieve")
 
@@ -62,11 +65,12 @@ def replaced_fact_ids(originals: list[str], earlier: list[tuple[str, str]], enco
     return [fact_id for (fact_id, _), hit in zip(earlier, (sims >= threshold).any(axis=0)) if hit]
 
 
-def _ranked(retrieved: list[Retrieved], by_memory: dict[str, str]) -> dict[str, list[Any]]:
-    """Per rank: the item's gold fact id (None when it has none) and its sessions."""
+def _ranked(retrieved: list[Retrieved], by_memory: dict[str, str]) -> dict[str, Any]:
+    """Per rank: the item's gold fact id (None when it has none), its sessions and its tokens (eval/tokens.py: one
+    tokenizer for every system; counts only, no text)."""
     facts = [by_memory.get(item.memory_id or "") for item in retrieved]
     sessions = [sorted({session_of_id(f)} if f else {session_of_id(t) for t in item.source_turn_ids}) for f, item in zip(facts, retrieved)]
-    return {"retrieved_fact_ids": facts, "retrieved_sessions": sessions}
+    return {"retrieved_fact_ids": facts, "retrieved_sessions": sessions, **returned_token_fields([item.text for item in retrieved])}
 
 
 def run_halumem_retrieval(bench: Any, system: MemorySystem, ctx: RunContext) -> dict[str, Any]:
@@ -157,21 +161,51 @@ def _update_outcome(row: dict[str, Any], level: str) -> dict[str, float] | None:
             "current_first": float(first_current is not None and (first_stale is None or first_current < first_stale))}  # fmt: skip
 
 
-def retrieval_metrics(rows: list[dict[str, Any]], ks: list[int], n_samples: int, seed: int) -> dict[str, Any]:
+def _recall_within(gold: set[str], items: list[set[str]], item_tokens: list[int], budget: int) -> float:
+    """Evidence recall of the list cut where its tokens reach ``budget`` (eval/budget.py's cut)."""
+    kept = items[: items_within_budget(item_tokens, budget)]
+    return len(gold & set().union(*kept)) / len(gold) if kept else 0.0
+
+
+def retrieval_metrics(rows: list[dict[str, Any]], ks: list[int], n_samples: int, seed: int, token_budgets: list[int] | None = None) -> dict[str, Any]:
     """Question evidence recall (fact level where items carry fact ids; session level) overall and per question type,
-    and the update-ranking outcomes (fact and session level), each mean with its bootstrap CI."""
+    and the update-ranking outcomes (fact and session level), each mean with its per-item interval and the one over
+    users then items within them (``n_clusters``: a run of one user holds for that user only); tokens returned per
+    search and, for rows that record them, QA evidence recall at each token budget (conf/report.yaml's by default)."""
+    budgets = [int(b) for b in (report_settings()["token_budgets"] if token_budgets is None else token_budgets)]
     names = metric_names(ks, 10)
     qa = [r for r in rows if r["kind"] == "qa"]
     fact_level = any(f is not None for r in rows for f in r["retrieved_fact_ids"])
-    out: dict[str, Any] = {"ks": ks, "ndcg_k": 10, "fact_level": fact_level,
+    with_tokens = all(r.get("retrieved_tokens") is not None for r in rows)
+    out: dict[str, Any] = {"ks": ks, "ndcg_k": 10, "fact_level": fact_level, "clusters": "user", "users": sorted({str(r["uuid"]) for r in rows}),
                            "questions_without_evidence_ids": sum(not r["evidence_fact_ids"] for r in qa)}  # fmt: skip
+    if with_tokens:
+        out["returned_tokens"] = {"qa": token_summary(r["returned_tokens"] for r in qa),
+                                  "updates": token_summary(r["returned_tokens"] for r in rows if r["kind"] == "update")}  # fmt: skip
     levels = {"session": (lambda ids: {session_of_id(i) for i in ids}, lambda r: [set(s) for s in r["retrieved_sessions"]])}
     if fact_level:
         levels["fact"] = (set, lambda r: [{f} if f else set() for f in r["retrieved_fact_ids"]])
     for level, (gold_of, items_of) in levels.items():
-        scored = [(r["question_type"], s) for r in qa if (s := question_scores(gold_of(r["evidence_fact_ids"]), items_of(r), ks, 10)) is not None]
-        out[level] = {"overall": summarise([s for _, s in scored], names, n_samples, seed), "per_question_type": by_group(scored, names, n_samples, seed)}
-        outcomes = [o for r in rows if r["kind"] == "update" and (o := _update_outcome(r, level)) is not None]
-        out[level]["updates"] = {"n": len(outcomes), **{name: bootstrap_ci([o[name] for o in outcomes], n_samples, seed)
-                                                         for name in ("current_returned", "replaced_returned", "current_first")}}  # fmt: skip
+        scored, users, budget_rows = [], [], []
+        for r in qa:
+            s = question_scores(gold_of(r["evidence_fact_ids"]), items_of(r), ks, 10)
+            if s is not None:
+                scored.append((r["question_type"], s))
+                users.append(str(r["uuid"]))
+                budget_rows.append(r)
+        out[level] = {"overall": summarise([s for _, s in scored], names, n_samples, seed, users),
+                      "per_question_type": by_group(scored, names, n_samples, seed, users)}  # fmt: skip
+        if with_tokens and budgets:
+            out[level]["evidence_recall_at_budget"] = {
+                str(b): bootstrap_ci([_recall_within(gold_of(r["evidence_fact_ids"]), items_of(r), r["retrieved_tokens"], b) for r in budget_rows],
+                                     n_samples, seed, clusters=users)
+                for b in budgets}  # fmt: skip
+        outcomes, update_users = [], []
+        for r in rows:
+            if r["kind"] == "update" and (o := _update_outcome(r, level)) is not None:
+                outcomes.append(o)
+                update_users.append(str(r["uuid"]))
+        out[level]["updates"] = {"n": len(outcomes), "n_clusters": len(set(update_users)),
+                                 **{name: bootstrap_ci([o[name] for o in outcomes], n_samples, seed, clusters=update_users)
+                                    for name in ("current_returned", "replaced_returned", "current_first")}}  # fmt: skip
     return out

@@ -16,6 +16,7 @@ again and its earlier searches replayed in order (``searches_in_order``) for a s
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from tqdm import tqdm
@@ -24,9 +25,12 @@ from core.api import MemorySystem
 from eval.benchmarks.locomo.data import CONVENTIONS, Episode
 from eval.benchmarks.locomo.metrics import ingest_summary
 from eval.benchmarks.locomo.stages import ingest, search, searches_in_order
+from eval.budget import budget_recall, row_returned_tokens
 from eval.context import RunContext
+from eval.intervals import report_settings
 from eval.metrics import percentiles
 from eval.retrieval_metrics import by_group, metric_names, question_scores, ranked_units, session_of, summarise
+from eval.tokens import returned_token_fields, token_summary
 from eval.workers import Progress, SystemGuard, run_stage
 
 FULL_STAGES = ("ingest", "retrieve", "answer", "judge")
@@ -49,7 +53,7 @@ def is_retrieval_only(metrics: dict[str, Any]) -> bool:
 
 
 def retrieval_row(episode: Episode, question: Any, found: Any) -> dict[str, Any]:
-    """One searched question: its gold evidence and, per rank, the retrieved item's source ids (no texts)."""
+    """One searched question: its gold evidence and, per rank, the retrieved item's source ids and tokens (no texts)."""
     return {
         "key": question.key,
         "sample_id": question.sample_id,
@@ -58,6 +62,7 @@ def retrieval_row(episode: Episode, question: Any, found: Any) -> dict[str, Any]
         "evidence": list(question.evidence),
         "retrieved_ids": [list(item.source_turn_ids) for item in found.retrieved],
         "retrieved_scores": [float(item.score) for item in found.retrieved],
+        **returned_token_fields([item.text for item in found.retrieved]),  # one tokenizer for every system (eval/tokens.py)
         "search_latency_s": found.seconds,
         "search_tokens": found.tokens,
     }
@@ -102,7 +107,8 @@ def run_retrieval(benchmark: Any, system: MemorySystem, episodes: list[Episode],
         "retrieval_depth": depth,
         "oracle_facts": benchmark.oracle_facts,
         "slice": {**counts, "exclude_categories": list(benchmark.exclude_categories)},
-        "retrieval": retrieval_metrics(kept, benchmark.retrieval_ks, benchmark.ndcg_k, benchmark.bootstrap_samples, benchmark.seed),
+        "retrieval": retrieval_metrics(kept, benchmark.retrieval_ks, benchmark.ndcg_k, benchmark.bootstrap_samples, benchmark.seed,
+                                       benchmark.token_budgets if benchmark.token_budgets is not None else report_settings()["token_budgets"]),
         "main_metric": None,
         "latency": {"search_s": percentiles([r["search_latency_s"] for r in kept])},
         "search_tokens_mean": sum(r["search_tokens"] for r in kept) / max(len(kept), 1),
@@ -111,21 +117,39 @@ def run_retrieval(benchmark: Any, system: MemorySystem, episodes: list[Episode],
     }
 
 
-def retrieval_metrics(rows: list[dict[str, Any]], ks: list[int], ndcg_k: int, n_samples: int, seed: int) -> dict[str, Any]:
+def retrieval_metrics(rows: list[dict[str, Any]], ks: list[int], ndcg_k: int, n_samples: int, seed: int,
+                      token_budgets: Sequence[int] = ()) -> dict[str, Any]:
     """Per level (turn, session): ``overall`` (every category but the adversarial one), ``per_category`` (the
-    adversarial one included, apart) and the count of questions without evidence (unscored)."""
+    adversarial one included, apart), each interval per question and over conversations then questions within
+    them (``n_clusters``); the count of questions without evidence (unscored); tokens returned per search and,
+    for rows that record them, turn-level evidence recall at each of ``token_budgets`` (eval/budget.py), overall
+    and per category."""
     names = metric_names(ks, ndcg_k)
     out: dict[str, Any] = {"ks": list(ks), "ndcg_k": ndcg_k, "overall_excludes_categories": [ADVERSARIAL],
-                           "questions_without_evidence": sum(not r["evidence"] for r in rows)}  # fmt: skip
+                           "questions_without_evidence": sum(not r["evidence"] for r in rows), "clusters": "conversation",
+                           "conversations": sorted({str(r["sample_id"]) for r in rows})}  # fmt: skip
     for level, unit in LEVELS.items():
-        scored = []
+        scored, clusters = [], []
         for r in rows:
             gold = {unit(e) if unit else e for e in r["evidence"]}
             s = question_scores(gold, ranked_units(r["retrieved_ids"], unit), ks, ndcg_k)
             if s is not None:
                 scored.append((r["category"], s))
+                clusters.append(str(r["sample_id"]))
+        kept = [i for i, (c, _) in enumerate(scored) if c != ADVERSARIAL]
         out[level] = {
-            "overall": summarise([s for c, s in scored if c != ADVERSARIAL], names, n_samples, seed),
-            "per_category": by_group(scored, names, n_samples, seed),
+            "overall": summarise([scored[i][1] for i in kept], names, n_samples, seed, [clusters[i] for i in kept]),
+            "per_category": by_group(scored, names, n_samples, seed, clusters),
         }
+    tokens = [row_returned_tokens(r) for r in rows]
+    if all(t is not None for t in tokens):
+        out["returned_tokens"] = token_summary(tokens)
+    if token_budgets and all(t is not None for t in tokens):
+        with_evidence = [r for r in rows if r["evidence"]]
+        out["evidence_recall_at_budget"] = {
+            "level": "turn",
+            "overall": budget_recall([r for r in with_evidence if r["category"] != ADVERSARIAL], token_budgets, n_samples, seed),
+            "per_category": {str(c): budget_recall([r for r in with_evidence if r["category"] == c], token_budgets, n_samples, seed)
+                             for c in sorted({r["category"] for r in with_evidence})},
+        }  # fmt: skip
     return out

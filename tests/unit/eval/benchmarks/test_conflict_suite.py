@@ -155,6 +155,19 @@ def test_aggregate_rates_precision_and_f1_by_hand():
         assert m[key]["ci_low"] <= m[key]["mean"] <= m[key]["ci_high"]
     assert m["misses"]["logical"]["LLM verdict"] == 1
     assert m["verdict_counts"] == {"update": 1, "reject": 0, "flag": 1}
+    # every case of the mini suite probes context "c": one cluster, so the context interval holds for it only
+    assert m["contexts"] == ["c"] and all(m[key]["n_clusters"] == 1 for key in ("detection_rate", "false_alarm_rate", "precision", "f1"))
+
+
+def test_cases_cluster_by_their_context():
+    """Cases probing one context share its stored memories: a strong context effect (one context detects every
+    conflict, the other none) widens the context interval past the per-case one."""
+    rows = [{"context": ctx, "conflict": True, "type": "numeric", "explicit": True, "detected_strict": ctx.startswith("a"),
+             "detected_lenient": ctx.startswith("a"), "llm_calls": 1, "verdicts": [], "miss_reason": "LLM verdict"}
+            for ctx in ("a1", "a2", "a3", "b1", "b2", "b3") for _ in range(20)]  # fmt: skip
+    rate = aggregate(rows, samples=300, seed=0)["detection_rate"]
+    assert rate["mean"] == 0.5 and rate["n"] == 120 and rate["n_clusters"] == 6
+    assert rate["cluster_ci_high"] - rate["cluster_ci_low"] > 2 * (rate["ci_high"] - rate["ci_low"])
 
 
 def test_table_has_paper_column_and_zero_by_construction():

@@ -46,6 +46,12 @@ def test_retrieval_only_run_makes_no_llm_call_and_publishes_without_text(tmp_pat
     assert move["replaced_fact_ids"] == ["0:p2"] and move["retrieved_fact_ids"][0] == move["current_fact_id"]
     assert metrics["retrieval"]["fact_level"] and metrics["retrieval"]["fact"]["updates"]["current_first"]["mean"] == 1.0
     assert 0 <= metrics["retrieval"]["session"]["overall"]["recall@10"]["mean"] <= 1
+    # the cluster is the user: both intervals with their counts; tokens per item kept (counts only) and summarised
+    assert metrics["retrieval"]["session"]["overall"]["n_clusters"] == 2 == metrics["retrieval"]["fact"]["updates"]["current_first"]["n_clusters"]
+    assert all(r["returned_tokens"] == sum(r["retrieved_tokens"]) for r in rows.values())
+    assert metrics["retrieval"]["returned_tokens"]["qa"]["n"] == 9
+    assert set(metrics["retrieval"]["fact"]["evidence_recall_at_budget"]) == {"250", "500", "1000", "2000"}
+    assert "retrieved_tokens" in public_row("retrievals", move)
     again = bench.run(system, ctx)  # finished users are not searched again
     assert again["retrieval"] == metrics["retrieval"]
     assert all(len(str(v)) < 64 for row in rows.values() for v in public_row("retrievals", row).values() if isinstance(v, str))

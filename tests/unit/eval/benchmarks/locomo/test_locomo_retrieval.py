@@ -37,6 +37,17 @@ def test_retrieval_only_run_asks_no_llm_and_scores_every_question_with_evidence(
             for r in rows if r["category"] != 5]
     assert turn["overall"]["recall@2"]["mean"] == pytest.approx(sum(hand) / len(hand))
     assert metrics["retrieval"]["session"]["overall"]["recall@2"]["mean"] >= turn["overall"]["recall@2"]["mean"]
+    # both intervals with their counts, and tokens returned per search (one tokenizer) with recall at a budget
+    conversations = {r["sample_id"] for r in rows if r["category"] != 5 and r["evidence"]}
+    assert turn["overall"]["n_clusters"] == len(conversations) == turn["overall"]["recall@2"]["n_clusters"]
+    assert turn["overall"]["recall@2"]["cluster_ci_low"] is not None
+    assert all(len(r["retrieved_tokens"]) == len(r["retrieved_ids"]) and r["returned_tokens"] == sum(r["retrieved_tokens"]) for r in rows)
+    assert metrics["retrieval"]["returned_tokens"]["median"] > 0 and "tokenizer" in metrics["retrieval"]["returned_tokens"]
+    budget = min(t for r in rows for t in r["retrieved_tokens"][:1])  # the shortest first item: a list cut to at most one item
+    at_budget = bench(data, token_budgets=[budget]).run(make_system(tmp_path), make_ctx(tmp_path / "run", llm))["retrieval"]["evidence_recall_at_budget"]
+    by_hand = [len(set(r["evidence"]) & (set(r["retrieved_ids"][0]) if r["retrieved_tokens"][0] <= budget else set())) / len(set(r["evidence"]))
+               for r in rows if r["category"] != 5 and r["evidence"]]  # fmt: skip
+    assert at_budget["overall"][str(budget)]["mean"] == pytest.approx(sum(by_hand) / len(by_hand))
     table = retrieval_table([{**metrics, "metadata": {"system": "rag", "ablation": "none", "overrides": []}}], k=2)
     assert table.iloc[0]["row"] == "rag [retrieval only]" and "overall (no cat. 5) recall@2" in table.columns
 

@@ -14,6 +14,7 @@ import yaml
 
 from eval.benchmarks.locomo.metrics import aggregate, paired_judgements
 from eval.benchmarks.locomo.retrieval import is_retrieval_only, retrieval_metrics
+from eval.intervals import report_settings
 from eval.rows import read_rows
 from tests.conftest import REPO as ROOT
 
@@ -32,8 +33,9 @@ def test_a_published_locomo_run_reaggregates_to_its_metrics(folder: Path):
     if is_retrieval_only(published):  # no answers: its retrieval metrics from its ranked rows, in question order
         rows = sorted(read_rows(folder / "retrievals.jsonl"), key=lambda r: (r["sample_id"], r["qa_index"]))
         seed = benchmark.get("seed", config.get("seed"))
-        again = retrieval_metrics(rows, benchmark["retrieval_ks"], benchmark["ndcg_k"], benchmark["bootstrap_samples"], seed)
-        assert again == published["retrieval"]
+        budgets = benchmark.get("token_budgets") or report_settings()["token_budgets"]
+        again = retrieval_metrics(rows, benchmark["retrieval_ks"], benchmark["ndcg_k"], benchmark["bootstrap_samples"], seed, budgets)
+        assert as_published(again, published["retrieval"]) == published["retrieval"]
         return
     predictions = sorted(read_rows(folder / "predictions.jsonl"), key=lambda p: (p["sample_id"], p["qa_index"]))  # question order
     judged = paired_judgements(predictions, read_rows(folder / "judgements.jsonl"), legacy=True)
