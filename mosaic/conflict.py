@@ -143,7 +143,7 @@ def build_nli_messages(facts: list[str], new_text: str) -> list[dict[str, str]]:
     return few_shot_messages(NLI_SYSTEM_PROMPT, NLI_FEW_SHOT, format_nli_query, facts, new_text)
 
 
-# Write-cost variant (issue 19, ``batch: true``): several NLI checks in one call. The same eight worked
+# Write-cost variant (``batch: true``): several NLI checks in one call. The same eight worked
 # examples, grouped as numbered checks, so the prefix stays fixed (llama.cpp caches it) and the model sees
 # the one-line-per-check answer format; a group of one still uses the single-check prompt above.
 NLI_BATCH_SYSTEM_PROMPT = NLI_SYSTEM_PROMPT.replace(
@@ -151,9 +151,9 @@ NLI_BATCH_SYSTEM_PROMPT = NLI_SYSTEM_PROMPT.replace(
     "Several checks come numbered, each with its own facts: reply one line per check, its number, a dot and one "
     "word: true, false or unknown.",
 )
-# Indices into NLI_FEW_SHOT, ordered so that no answer position always holds the same label. At 9495b5c every
-# example group opened on "false", and the batched judgement turned 15 of the quickstart's writes into updates
-# or flags where the single prompt made 2; an answer whose first line is always "false" is the suspected cause.
+# Indices into NLI_FEW_SHOT, ordered so that no answer position always holds the same label: when every
+# example group opened on "false", the batched judgement turned 15 of the quickstart's writes into updates or
+# flags where the single prompt made 2 (docs/results_history.md, "MOSAIC's write cost").
 NLI_BATCH_FEW_SHOT: list[list[int]] = [[1, 0, 2], [3, 4], [6, 7, 5]]  # labels: unknown false true / false unknown / unknown false false
 
 
@@ -230,7 +230,7 @@ def build_messages(facts: list[str], new_text: str) -> list[dict[str, str]]:
     return few_shot_messages(SYSTEM_PROMPT, FEW_SHOT, format_query, facts, new_text)
 
 
-# Ablation (issue 39 item 4, ``mode: revise``): HaluMem's updates are mostly revisions of a person's state (a new
+# Ablation (``mode: revise``): HaluMem's updates are mostly revisions of a person's state (a new
 # job, a changed feeling, a plan given up) that an "are both true?" judge accepts as compatible, so this prompt asks
 # which held fact the new statement makes out of date. The same numbered list and 1 - p("0") score as ``pick``.
 # Its examples are written for this prompt (no benchmark text); the target's position varies.
@@ -270,7 +270,7 @@ def build_revise_messages(facts: list[str], new_text: str) -> list[dict[str, str
     return few_shot_messages(REVISE_SYSTEM_PROMPT, REVISE_FEW_SHOT, format_revise_query, facts, new_text)
 
 
-# Ablation (issue 39 item 4, ``mode: supersede``): one yes/no question about the nearest held fact alone, "does NEW
+# Ablation (``mode: supersede``): one yes/no question about the nearest held fact alone, "does NEW
 # make it out of date?", scored by p(yes) from the first token, the fact blamed being that nearest one (as in nli
 # mode). A pair question avoids ``revise``'s failure on the dev probe (the model named a number for nearly every new
 # fact, results/bench/halumem_revision_probe_dev.md). Its examples are REVISE_FEW_SHOT's, one fact each: the replaced
@@ -718,7 +718,7 @@ class ConflictDetector:
             self.last_trace["decided_by"] = self.last_trace.get("decided_by", "duplicate")
             return ruled, None
         if self.revision_similarity is not None and top_similarity >= self.revision_similarity:
-            # ablation (issue 39 item 4): the nearest held fact is about the same thing and says it differently, so
+            # ablation: the nearest held fact is about the same thing and says it differently, so
             # the newer statement revises it; the old one is superseded and kept in its history
             self.last_trace["decided_by"] = "revision"
             reason = f"revision: nearest held fact at cosine {top_similarity:.2f} >= conflict.revision_similarity: {top.text}"
@@ -727,13 +727,13 @@ class ConflictDetector:
         if not self.use_llm and self.source == "model":
             return ruled, None
         if self.judge_min_similarity is not None and top_similarity < self.judge_min_similarity:
-            # write-cost switch (issue 19): no held fact is close enough to be about the same thing,
+            # write-cost switch: no held fact is close enough to be about the same thing,
             # so the LLM judgement is skipped; the numeric rule above has already had its say
             self.last_trace["decided_by"] = self.last_trace.get("decided_by", "far")
             return ruled, None
         facts = [e for e, _ in cands[: self.n_facts]]
         if self.judge == "proposed":
-            # write-cost variant (issue 19): the extraction call already read the held facts nearest the
+            # write-cost variant: the extraction call already read the held facts nearest the
             # turn and proposed none for this entity, so no judgement is asked; a proposed clash is
             # confirmed by the calibrated judge with the proposed fact first (the one NLI mode blames)
             proposed = [e for e in proposed if e.entity_id != new.entity_id and e.status in ACTIVE_STATUSES]

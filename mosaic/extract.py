@@ -8,9 +8,9 @@ dateutil, the evidence span is the turn sentence that best overlaps the fact, an
 output is validated and cleaned, with every repair or drop counted in ``stats``.
 The system prompt is fixed so llama.cpp can reuse its prompt cache across turns.
 
-Write-cost variant (issue 19, ``turns_per_call`` > 1, off by default): ``extract_group`` extracts
+Write-cost variant (``turns_per_call`` > 1, off by default): ``extract_group`` extracts
 several consecutive turns of one session in one call, each fact naming the message it comes from,
-so that extraction costs fewer than one LLM call per turn (README "Write cost").
+so that extraction costs fewer than one LLM call per turn (docs/results_history.md, "MOSAIC's write cost").
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ log = logging.getLogger(__name__)
 
 ENTITY_TYPES = ("event", "persona", "relationship")
 # Where a turn's entities come from: "model", the extraction LLM call (the paper's MOSAIC and every published
-# row), or "oracle", the gold facts the benchmark attached to the turn (mosaic.oracle; issue 39).
+# row), or "oracle", the gold facts the benchmark attached to the turn (mosaic.oracle).
 EXTRACTION_SOURCES = ("model", "oracle")
 DIRECTNESS = {"stated": 1.0, "implied": 0.6, "hedged": 0.3}
 SPECIFICITY = {"exact": 1.0, "approximate": 0.6, "vague": 0.3}
@@ -72,7 +72,7 @@ FEW_SHOT: list[dict[str, str]] = [
 
 FIELDS = ("fact", "type", "who", "attr", "value", "when", "cert", "spec")
 
-# Speed variant (issue 41, ``output_format="rows"``, off by default): each fact is a JSON list of the FIELDS'
+# Speed variant (``output_format="rows"``, off by default): each fact is a JSON list of the FIELDS'
 # values in that order instead of an object naming them. The model then writes no key names: re-tokenizing the
 # 888 facts of the cold conv-26 run's extraction replies in both shapes gives 26,562 tokens against 40,343
 # (0.66), and generation is what an extraction call pays for. A separate prompt and example, so the default
@@ -95,7 +95,7 @@ ROWS_FEW_SHOT: list[dict[str, str]] = [
     FEW_SHOT[3],
 ]
 
-# Write-cost variant (issue 19, ``held_facts`` > 0): the facts memory already holds nearest the turn
+# Write-cost variant (``held_facts`` > 0): the facts memory already holds nearest the turn
 # are shown, numbered, and each extracted fact names the one it changes or rules out ("clash"), so
 # that the save-time conflict check asks the LLM only to confirm proposed clashes instead of judging
 # every new fact. A separate prompt and example, so the default prompt (and every cached call made
@@ -118,12 +118,13 @@ HELD_FEW_SHOT: list[dict[str, str]] = [
 ]
 
 
-# Write-cost variant (issue 19, ``turns_per_call`` > 1): several consecutive messages in one call,
+# Write-cost variant (``turns_per_call`` > 1): several consecutive messages in one call,
 # numbered, and each fact names its message ("msg"), so the facts can be split back to their turns.
 # A separate prompt and example, so the default prompt and its cached calls are unchanged; both are
 # constant, so llama.cpp caches this prefix too. The example holds FEW_SHOT's two messages (one with two
 # facts, one with none) and a third with one fact: an example with one fact per message taught the 1.5B
-# model to write about one fact per message (53 facts extracted on the quickstart against 87 at 9495b5c).
+# model to write about one fact per message (53 facts extracted on the quickstart against
+# the single-turn prompt's 87; docs/results_history.md, "MOSAIC's write cost").
 GROUP_SYSTEM_PROMPT = (
     "Extract facts worth remembering from numbered chat messages. Reply with compact one-line JSON. "
     "At most {max_entities} facts per message; none for greetings, thanks or small talk.\n"
@@ -338,7 +339,7 @@ class EntityExtractor:
     ``source="oracle"`` (the oracle-extractor study, off by default): no LLM call; a turn's entities are
     the gold facts attached to it (``Turn.oracle_facts``), built by mosaic.oracle's rules.
 
-    ``concurrent_calls`` > 1 (speed, issue 41): ``extract_ahead`` sends the calls of a session's turns
+    ``concurrent_calls`` > 1 (speed): ``extract_ahead`` sends the calls of a session's turns
     that many at a time, so a server with several slots decodes them in one batch. Each call's request
     is the one ``extract`` sends (same prompt, same previous turn), so only the server's batching can
     change a reply; the caller still writes the turns one by one, in order.
@@ -470,7 +471,7 @@ class EntityExtractor:
 
     def extract_group(self, turns: list[Turn], session_time: str | None = None, previous: Turn | None = None) -> list[ExtractionResult]:
         """Entities of consecutive turns of one session, one result per turn in order, from ONE LLM call
-        (the write-cost lever of issue 19: fewer extraction calls per ingested turn, README "Write cost").
+        (a write-cost lever: fewer extraction calls per ingested turn; docs/results_history.md, "MOSAIC's write cost").
 
         One turn is exactly ``extract`` (same prompt). Each fact names its message; one with a missing or
         out-of-range number is dropped (``dropped_bad_msg``). Each turn's facts are then cleaned as ``extract``

@@ -1,4 +1,4 @@
-"""The oracle extractor (issue 39): a benchmark's gold facts in place of MOSAIC's extraction LLM call.
+"""The oracle extractor: a benchmark's gold facts in place of MOSAIC's extraction LLM call.
 
 It separates "the small model extracts badly" from "MOSAIC organises memory badly": with
 ``system.extract.source: oracle`` (conf/ablation/oracle_extractor.yaml) each turn's entities are the

@@ -1,4 +1,4 @@
-"""Table rows say what they measure (issue 40, items 11, 12, 13's display side, 14).
+"""Table rows say what they measure.
 
 - the MemGPT adapter in ``ingest_mode=archival`` is rag through Letta's archival store with the harness's
   answerer: its label says so in every table, and differs from MemGPT's agent row;

@@ -1,4 +1,4 @@
-"""Issue 19's batched write path with scripted LLMs: one conflict call judges a group's checks
+"""The batched write path with scripted LLMs: one conflict call judges a group's checks
 (``conflict.batch``), and a session's turns are written in groups (``extract.turns_per_call``)."""
 
 from __future__ import annotations
@@ -130,7 +130,7 @@ def test_the_batched_prompt_has_a_fixed_prefix():
 
 def test_no_answer_position_of_the_batched_examples_always_holds_one_label():
     """The worked examples' answers, read back by the label reader, differ at the first position across
-    examples: examples that all open on "false" teach the model to open on "false" (9495b5c)."""
+    examples: examples that all open on "false" teach the model to open on "false"."""
     messages = build_nli_batch_messages([(["fact a"], "new a"), (["fact b"], "new b")])
     answers = [m["content"] for m in messages[1:-1] if m["role"] == "assistant"]
     labels = [[max(d, key=d.get) for d in batch_label_distributions(None, a, a.count("\n") + 1)] for a in answers]
@@ -233,7 +233,7 @@ def _write_two_sessions(mem: MosaicMemory) -> list:
 
 
 def test_extraction_ahead_sends_the_same_requests_and_writes_the_same_memory(tmp_path):
-    """Issue 41: ``extract.concurrent_calls`` > 1 makes a session's extraction calls first, several at a time.
+    """``extract.concurrent_calls`` > 1 makes a session's extraction calls first, several at a time.
     Every request (prompt with its previous turn, schema, max_tokens) equals one-by-one writing's, and so do
     the memory, the events and the usage each add reports; only the order of calls changes."""
     serial, serial_llm = _ahead_mem(tmp_path / "serial", 1)

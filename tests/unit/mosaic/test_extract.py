@@ -168,7 +168,7 @@ def test_default_extraction_has_no_held_facts_or_clash_field():
         EntityExtractor(llm, held_facts=-1)
 
 
-# ----------------------------------------------------------------------------- rows output format (issue 41)
+# ----------------------------------------------------------------------------- rows output format
 def test_rows_format_yields_the_same_entities_as_the_object_format_from_the_same_facts():
     """output_format=rows asks for each fact as a positional list; parsed back, the same facts give the same
     entities, counts and drops as the object format (the list order is FIELDS), and a list of the wrong
@@ -206,7 +206,7 @@ def test_rows_format_is_refused_where_a_prompt_names_fields_and_unknown_formats_
         EntityExtractor(llm, output_format="rows", turns_per_call=2)
 
 
-# ----------------------------------------------------------------------------- oracle extractor (issue 39)
+# ----------------------------------------------------------------------------- oracle extractor
 def _no_llm(messages, schema):
     raise AssertionError("the oracle extractor must not call the LLM")
 

@@ -1,4 +1,4 @@
-"""Group extraction (write-cost variant, issue 19): consecutive turns of one session in one LLM call,
+"""Group extraction (write-cost variant): consecutive turns of one session in one LLM call,
 each fact naming its message, split back to its turn and cleaned as a single turn's facts are.
 Invented text (a bakery and a garden)."""
 

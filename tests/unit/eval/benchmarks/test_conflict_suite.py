@@ -280,7 +280,7 @@ class FlakyMemory(ScriptedMemory):
 
 
 def test_a_probe_whose_write_failed_is_counted_and_retried_on_resume(tmp_path):
-    """Issue 40 item 7: a failed row was final; only overwrite=true redid it."""
+    """A failed row was final; only overwrite=true redid it."""
     from eval.context import RunContext
     from tests.hydra_config import conf_judge
     from eval.rows import read_rows
@@ -299,7 +299,7 @@ def test_a_probe_whose_write_failed_is_counted_and_retried_on_resume(tmp_path):
 
 
 def test_a_suite_edited_after_the_run_started_is_refused_before_any_row(tmp_path):
-    """Issue 40 item 1: the folder named by the old content got rows computed from the new content."""
+    """The folder named by the old content got rows computed from the new content."""
     from eval.context import RunContext
     from tests.hydra_config import conf_judge
     from eval.provenance import InputChangedError, read_hashed

@@ -541,7 +541,7 @@ def test_a_run_killed_in_its_ingest_still_says_what_each_finished_session_cost(t
     assert ingest_cost(run_dir)["all"]["turns"] == 7  # (metrics.json, which marks a run finished, is the runner's)
 
 
-# -- oracle facts (issue 39) -------------------------------------------------------------------
+# -- oracle facts -------------------------------------------------------------------
 def with_observations(data: list[dict]) -> list[dict]:
     """tiny_locomo with LoCoMo-shaped session observations: {speaker: [[fact, evidence], ...]} per session."""
     data[0]["observation"] = {
