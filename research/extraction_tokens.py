@@ -18,7 +18,7 @@ from pathlib import Path
 import httpx
 
 from core.llm.local_server import LocalLLM
-from mosaic.extract import FIELDS, as_row
+from mosaic.extract_prompts import FIELDS, as_row
 
 
 def object_replies(archive: Path) -> list[list[dict]]:

@@ -23,7 +23,7 @@ from omegaconf import OmegaConf
 
 
 from core.atomic import write_text_atomic
-from mosaic.conflict import NLI_LABELS, batch_label_distributions, label_distribution, label_of
+from mosaic.conflict_judgement import NLI_LABELS, batch_label_distributions, label_distribution, label_of
 from core.llm.cache_archive import archive_entries
 
 MOSAIC_CONF = Path(__file__).resolve().parents[1] / "conf" / "system" / "mosaic.yaml"
