@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from eval.benchmarks.conflict_suite import load_suite
+from eval.benchmarks.conflict.suite import load_suite
 from tests.conftest import REPO
 
 SUITES = REPO / "data" / "conflicts"
