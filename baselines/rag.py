@@ -3,7 +3,7 @@
 Nothing is ever updated or rejected, so it raises no conflict signal; it is the floor that
 save-time conflict checking has to beat.
 
-``source="oracle"`` ("rag over oracle facts", issue 39): the same append-only store over the gold
+``source="oracle"`` ("rag over oracle facts"): the same append-only store over the gold
 facts a benchmark attached to the turns (``Turn.oracle_facts``), one document per fact with its
 source turn ids, instead of the raw turns: the append-only twin of MOSAIC with the oracle extractor.
 """

@@ -4,7 +4,7 @@ Why: a MiniLM vector depends, by about 1e-7, on which other texts share its enco
 kernel blocking), and which texts share a batch depends on what the cache already held. Replaying only the
 LLM replies therefore re-embeds every text in other batches; near-tied scores then order differently, other
 memories are retrieved, answer prompts change and are asked live: the cached rerun of the published conv-26
-MOSAIC row at its own commit (4ab9d89) gave other metrics (docs/reliability.md). Carrying the vectors
+MOSAIC row at its own commit gave other metrics (docs/reliability.md). Carrying the vectors
 themselves removes that source. Same conventions as the LLM archive (core/llm/cache_archive.py): one JSON
 line per entry sorted by key (the vector as base64 of its float32 bytes, so replay is bit-exact), gzip with a
 fixed mtime and no file name, import never overwrites an entry the target holds and reads the whole archive

@@ -1,4 +1,4 @@
-"""The extractor/organisation decomposition (issue 39): {turns, oracle facts} x {append-only rag, MOSAIC}.
+"""The extractor/organisation decomposition: {turns, oracle facts} x {append-only rag, MOSAIC}.
 
 Every system that extracts with the small local model loses to raw-turn retrieval, so the question "does the
 model extract badly or does MOSAIC organise badly" needs four rows under one protocol: rag over turns, rag over

@@ -1,7 +1,7 @@
 """MOSAIC's mechanism counts of a finished run as one flat table row (entities by state, conflict events,
 retrieval and NCS counters, Leiden re-runs), read from its metrics.json.
 
-Why: a comparison of MOSAIC rows (issue 18's whole-conversation rows, the write-cost variants) says how the
+Why: a comparison of MOSAIC rows (the whole-conversation rows, the write-cost variants) says how the
 rows differ in quality and cost; these counts say which mechanism did the work. ``scripts.compare_runs`` prints
 them under its table for every compared run that recorded them (``system_metrics.mechanisms``).
 """

@@ -21,7 +21,7 @@ def format_pair(stat: dict[str, Any], keys: tuple[str, str] = ("p50", "p95"), di
 
 # What a configuration measures, where the system's own name would mislead: ``system.ingest_mode=archival`` puts
 # the turns into Letta's archival (vector) store and answers with the harness's shared answerer, i.e. retrieval
-# through Letta's store, not MemGPT's agent (issue 40, item 11).
+# through Letta's store, not MemGPT's agent.
 MEASURED_LABELS: dict[tuple[str, str, str], str] = {
     ("memgpt", "archival", "shared"): "Letta archival store + harness answerer",
     ("memgpt", "archival", "agent"): "Letta archival store + MemGPT agent answerer",
@@ -73,7 +73,7 @@ NOT_CLEAN_MARK = "†"
 
 def is_paper_configuration(metrics: dict[str, Any]) -> bool:
     """Whether a run is a system as the paper configured it: no ablation, no renamed variant, no ``system.*``
-    value set on the command line. Only such a row may carry the paper's reported value (issue 40, item 12)."""
+    value set on the command line. Only such a row may carry the paper's reported value."""
     meta = metrics.get("metadata", {})
     if meta.get("ablation") not in (None, "none", ""):
         return False

@@ -31,7 +31,7 @@ against exhaustive search. The weight w(v) is the importance the entity would en
 more than one that settles a vague one.
 
 If answers could be "unknown", f is the coverage *if answered*; the benchmark's oracle mode
-(eval/benchmarks/halumem_clarify.py) reports how many questions were asked and answered.
+(eval/benchmarks/halumem/clarify.py) reports how many questions were asked and answered.
 """
 
 from __future__ import annotations

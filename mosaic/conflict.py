@@ -18,12 +18,12 @@ So the check is a pipeline that narrows before it asks, and asks in a calibrated
    clearly stronger held evidence rejects the new one; anything else flags both for review.
 5. Belief decisions: a held value of the same single-valued slot that the gate's committed
    belief abandoned is a conflict too (``belief_decisions``), resolved by the same policy.
-Every conflict decision of MOSAIC is made in this module.
+Every conflict decision of MOSAIC is made in this module; step 3's prompts, one per judgement mode, and the
+reading of their answers are mosaic.conflict_judgement's, the gold-judge study's accounting mosaic.oracle's.
 """
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, get_args
@@ -31,9 +31,19 @@ from typing import Any, Literal, Protocol, get_args
 import numpy as np
 
 from core.llm import LLMClient
+from core.quantities import mask_numbers, number_in, numeric_clash, quantities, same_slot, values_match
+from mosaic.conflict_judgement import (
+    GOLD_REASON,
+    LLM_REASONS,
+    ask_judgement,
+    batch_label_distributions,
+    build_messages,
+    build_nli_batch_messages,
+    digit_distribution,
+)
 from mosaic.entity import Entity, resolve_by_evidence
 from mosaic.graph import ACTIVE_STATUSES
-from core.quantities import mask_numbers, number_in, numeric_clash, quantities, same_slot, values_match
+from mosaic.oracle import GoldConflictJudge, audit_gold_partners
 
 Verdict = Literal["update", "reject", "flag"]
 Mode = Literal["nli", "pick", "revise", "supersede"]  # the LLM judgement of step 3 (conf/system/mosaic.yaml conflict.mode)
@@ -73,271 +83,6 @@ class CandidateGraph(Protocol):
     def vector(self, entity_id: str) -> np.ndarray: ...
 
     def embed(self, text: str) -> np.ndarray: ...
-
-
-# ----------------------------------------------------------------------------- prompt
-SYSTEM_PROMPT = (
-    "You check a memory of facts before a NEW statement is saved. The NEW statement contradicts a fact "
-    "when both cannot be true together: it changes a number or a rule, reverses it, or plans something "
-    "the facts rule out (combine facts: a person's facts plus a general rule). It does not contradict "
-    "when it repeats a fact in other words, adds a detail, applies a rule correctly to a case, or is "
-    "about something else. Reply with the number of the contradicted fact, or 0 if none."
-)
-FEW_SHOT: list[tuple[list[str], str, str]] = [
-    (["The team meets every Monday at 9am.", "Anna leads the team.", "Team meetings last 30 minutes."],
-     "The weekly team meeting is held on Thursdays.", "1"),
-    (["Staff get 25 days of paid leave a year.", "The office is closed on public holidays."],
-     "Staff can book their leave days at any time with their manager's approval.", "0"),
-    (["Only managers may approve refunds.", "Sam works as a cashier.", "Refunds over 100 euros need a receipt."],
-     "Sam approved a customer's refund himself, as his role allows.", "1"),
-    (["Tom has a peanut allergy.", "Peanuts are banned from the school canteen."],
-     "Tom's lunch box is packed without nuts.", "0"),
-    (["The library lends books for 3 weeks.", "Members can renew a loan once online."],
-     "Members may keep books as long as they like without renewing.", "1"),
-    (["Lena is vegetarian.", "The canteen serves fish on Fridays."],
-     "Lena's favourite author is Ursula Le Guin.", "0"),
-    (["Guests under 18 need a parent's signature.", "Mia is 15."],
-     "Mia signed up on her own, with no parent's signature needed.", "2"),
-]  # fmt: skip
-
-
-NLI_SYSTEM_PROMPT = (
-    "You check a NEW statement against facts already in memory. Answer false if the facts show the NEW "
-    "statement cannot be true: a different number, the opposite rule, or something the facts rule out for "
-    "this person or case (combine a person's facts with a general rule). Answer true if the facts say the "
-    "same thing. Answer unknown if the facts neither confirm nor rule it out: an extra detail, a new topic, "
-    "or a case the facts allow. Reply with one word: true, false or unknown."
-)
-NLI_FEW_SHOT: list[tuple[list[str], str, str]] = [
-    (FEW_SHOT[0][0], FEW_SHOT[0][1], "false"),
-    (FEW_SHOT[1][0], FEW_SHOT[1][1], "unknown"),
-    (["The gym opens at 6am on weekdays.", "The pool is closed on Sundays."], "On weekdays the gym opens at six in the morning.", "true"),
-    (FEW_SHOT[2][0], FEW_SHOT[2][1], "false"),
-    (FEW_SHOT[3][0], FEW_SHOT[3][1], "unknown"),
-    (FEW_SHOT[4][0], FEW_SHOT[4][1], "false"),
-    (FEW_SHOT[5][0], FEW_SHOT[5][1], "unknown"),
-    (FEW_SHOT[6][0], FEW_SHOT[6][1], "false"),
-]
-NLI_LABELS = ("true", "false", "unknown")
-
-
-def format_nli_query(facts: list[str], new_text: str) -> str:
-    lines = [f"- {text}" for text in facts]
-    return "Facts:\n" + "\n".join(lines) + f"\nNEW: {new_text}\nIs NEW true, false or unknown given the facts?"
-
-
-def few_shot_messages(
-    system: str, examples: Any, format_query_fn: Any, facts: list[str], new_text: str
-) -> list[dict[str, str]]:
-    """System + few-shot turns (a fixed prefix shared by every call, so llama.cpp caches it) + this query."""
-    messages = [{"role": "system", "content": system}]
-    for ex_facts, ex_new, answer in examples:
-        messages.append({"role": "user", "content": format_query_fn(ex_facts, ex_new)})
-        messages.append({"role": "assistant", "content": answer})
-    messages.append({"role": "user", "content": format_query_fn(facts, new_text)})
-    return messages
-
-
-def build_nli_messages(facts: list[str], new_text: str) -> list[dict[str, str]]:
-    """Prompt for the three-way (NLI-style) judgement."""
-    return few_shot_messages(NLI_SYSTEM_PROMPT, NLI_FEW_SHOT, format_nli_query, facts, new_text)
-
-
-# Write-cost variant (issue 19, ``batch: true``): several NLI checks in one call. The same eight worked
-# examples, grouped as numbered checks, so the prefix stays fixed (llama.cpp caches it) and the model sees
-# the one-line-per-check answer format; a group of one still uses the single-check prompt above.
-NLI_BATCH_SYSTEM_PROMPT = NLI_SYSTEM_PROMPT.replace(
-    "Reply with one word: true, false or unknown.",
-    "Several checks come numbered, each with its own facts: reply one line per check, its number, a dot and one "
-    "word: true, false or unknown.",
-)
-# Indices into NLI_FEW_SHOT, ordered so that no answer position always holds the same label. At 9495b5c every
-# example group opened on "false", and the batched judgement turned 15 of the quickstart's writes into updates
-# or flags where the single prompt made 2; an answer whose first line is always "false" is the suspected cause.
-NLI_BATCH_FEW_SHOT: list[list[int]] = [[1, 0, 2], [3, 4], [6, 7, 5]]  # labels: unknown false true / false unknown / unknown false false
-
-
-def format_nli_batch_query(checks: list[tuple[list[str], str]]) -> str:
-    blocks = [f"Check {n}:\n" + format_nli_query(facts, new).rsplit("\n", 1)[0] for n, (facts, new) in enumerate(checks, start=1)]
-    return "\n\n".join(blocks) + "\n\nFor each check: is NEW true, false or unknown given its facts?"
-
-
-def format_nli_batch_answer(labels: list[str]) -> str:
-    return "\n".join(f"{n}. {label}" for n, label in enumerate(labels, start=1))
-
-
-def build_nli_batch_messages(checks: list[tuple[list[str], str]]) -> list[dict[str, str]]:
-    """Prompt for several three-way judgements in one call (``checks``: (facts, new text) each)."""
-    messages = [{"role": "system", "content": NLI_BATCH_SYSTEM_PROMPT}]
-    for group in NLI_BATCH_FEW_SHOT:
-        examples = [NLI_FEW_SHOT[i] for i in group]
-        messages.append({"role": "user", "content": format_nli_batch_query([(facts, new) for facts, new, _ in examples])})
-        messages.append({"role": "assistant", "content": format_nli_batch_answer([label for _, _, label in examples])})
-    messages.append({"role": "user", "content": format_nli_batch_query(checks)})
-    return messages
-
-
-def label_of(token: str) -> str | None:
-    """The NLI label a generated token starts ("fa" -> false), None for any other token."""
-    token = token.strip().lower()
-    return next((label for label in NLI_LABELS if token and label.startswith(token) and (len(token) >= 2 or token == label)), None)
-
-
-def batch_label_distributions(logprobs: list[dict[str, Any]] | None, text: str, n_checks: int) -> list[dict[str, float] | None]:
-    """One label distribution per check, read at the generated tokens that start a label, in order.
-
-    A check whose line never came (the reply stopped early or wandered) gets None: unjudged, not "true"."""
-    found: list[dict[str, float]] = []
-    if logprobs:
-        for position in logprobs:
-            if len(found) == n_checks:
-                break
-            if label_of(str(position.get("token", ""))):
-                found.append(label_distribution([position], str(position.get("token", ""))))
-    else:  # no log-probabilities from the server: one-hot on the words of the reply
-        words = [w for w in re.findall(r"[a-z]+", text.lower()) if label_of(w)]
-        found = [label_distribution(None, w) for w in words[:n_checks]]
-    return [*found, *([None] * (n_checks - len(found)))]
-
-
-def label_distribution(logprobs: list[dict[str, Any]] | None, text: str) -> dict[str, float]:
-    """p(true), p(false), p(unknown) from the first token's top log-probabilities (renormalised)."""
-    probs: dict[str, float] = {}
-    if logprobs:
-        for cand in logprobs[0].get("top_logprobs", []):
-            label = label_of(str(cand.get("token", "")))
-            if label is not None:
-                probs[label] = probs.get(label, 0.0) + math.exp(float(cand["logprob"]))
-    if not probs:
-        word = text.strip().lower()
-        probs = {next((lab for lab in NLI_LABELS if word.startswith(lab[:2])), "unknown"): 1.0}
-    total = sum(probs.values())
-    return {k: probs.get(k, 0.0) / total for k in NLI_LABELS}
-
-
-def numbered_query(facts: list[str], new_text: str, question: str) -> str:
-    """The held facts as a numbered list, then NEW and the question (pick and revise modes)."""
-    lines = [f"{i}. {text}" for i, text in enumerate(facts, start=1)]
-    return "Facts:\n" + "\n".join(lines) + f"\nNEW: {new_text}\n{question}"
-
-
-def format_query(facts: list[str], new_text: str) -> str:
-    return numbered_query(facts, new_text, "Contradicted fact (number, 0 if none):")
-
-
-def build_messages(facts: list[str], new_text: str) -> list[dict[str, str]]:
-    """Prompt for the "which fact is contradicted" judgement."""
-    return few_shot_messages(SYSTEM_PROMPT, FEW_SHOT, format_query, facts, new_text)
-
-
-# Ablation (issue 39 item 4, ``mode: revise``): HaluMem's updates are mostly revisions of a person's state (a new
-# job, a changed feeling, a plan given up) that an "are both true?" judge accepts as compatible, so this prompt asks
-# which held fact the new statement makes out of date. The same numbered list and 1 - p("0") score as ``pick``.
-# Its examples are written for this prompt (no benchmark text); the target's position varies.
-REVISE_SYSTEM_PROMPT = (
-    "You keep a person's memory up to date. A NEW statement replaces a held fact when both are about the same "
-    "thing (the same person and the same attribute: where they live, their job, their health, a feeling, a plan, "
-    "a preference, a relationship, a routine, a goal) and NEW says how it is now, so the held fact is out of date. "
-    "NEW replaces no fact when it repeats one, adds a detail or one more item, or is about something else. Reply "
-    "with the number of the fact NEW replaces, or 0 if none."
-)
-REVISE_FEW_SHOT: list[tuple[list[str], str, str]] = [
-    (["Tom works as a bank clerk in Leeds.", "Tom plays football on Sundays.", "Tom's sister is called Ruth."],
-     "Tom left the bank and now teaches maths at a secondary school.", "1"),
-    (["Priya is training for a half marathon.", "Priya drinks her coffee without sugar."],
-     "Priya ran 15 km on Saturday as part of her half-marathon training.", "0"),
-    (["Omar is learning to play the cello.", "Omar's partner is a nurse.", "Omar lives in a flat in Lisbon."],
-     "Omar has moved to a house in Porto.", "3"),
-    (["Greta is allergic to peanuts.", "Greta enjoys hiking in the Alps."],
-     "Greta has taken up rock climbing as well.", "0"),
-    (["Jonas reads science fiction.", "Jonas wants to study law.", "Jonas has a younger brother."],
-     "Jonas has changed his mind and now plans to study medicine.", "2"),
-    (["Ben feels anxious about his new job.", "Ben has a cat named Pixel."],
-     "Ben's cat Pixel likes to sleep on the sofa.", "0"),
-    (["Lina sleeps badly before exams.", "Lina swims twice a week.", "Lina feels lonely since moving to Oslo."],
-     "Lina feels at home in Oslo now that she has joined a choir.", "3"),
-    (["Sara volunteers at an animal shelter.", "Sara loves Italian food."],
-     "Sara said again how much she loves Italian food.", "0"),
-]  # fmt: skip
-
-
-def format_revise_query(facts: list[str], new_text: str) -> str:
-    return numbered_query(facts, new_text, "Replaced fact (number, 0 if none):")
-
-
-def build_revise_messages(facts: list[str], new_text: str) -> list[dict[str, str]]:
-    """Prompt for the "which held fact does NEW make out of date" judgement (``mode: revise``)."""
-    return few_shot_messages(REVISE_SYSTEM_PROMPT, REVISE_FEW_SHOT, format_revise_query, facts, new_text)
-
-
-# Ablation (issue 39 item 4, ``mode: supersede``): one yes/no question about the nearest held fact alone, "does NEW
-# make it out of date?", scored by p(yes) from the first token, the fact blamed being that nearest one (as in nli
-# mode). A pair question avoids ``revise``'s failure on the dev probe (the model named a number for nearly every new
-# fact, results/bench/halumem_revision_probe_dev.md). Its examples are REVISE_FEW_SHOT's, one fact each: the replaced
-# one (yes) or, where none is, the one nearest in topic (no: a detail, one more hobby, the same pet, a repeat), in an
-# order where neither answer alternates.
-SUPERSEDE_SYSTEM_PROMPT = (
-    "You keep a person's memory up to date. You see a HELD fact and a NEW statement. Answer yes if NEW makes HELD out "
-    "of date: both are about the same thing (the same attribute of the same person: where they live, their job, their "
-    "health, a feeling, a plan, a preference, a relationship, a routine, a goal) and NEW says how it is now. Answer no "
-    "if NEW repeats HELD, adds a detail or one more item, or is about something else. Reply with one word: yes or no."
-)
-_SUPERSEDE_PAIRS = ((0, 0), (1, 0), (3, 1), (2, 2), (5, 1), (4, 1), (6, 2), (7, 1))  # (REVISE_FEW_SHOT example, its held fact)
-SUPERSEDE_FEW_SHOT: list[tuple[list[str], str, str]] = [
-    ([REVISE_FEW_SHOT[example][0][fact]], REVISE_FEW_SHOT[example][1], "no" if REVISE_FEW_SHOT[example][2] == "0" else "yes")
-    for example, fact in _SUPERSEDE_PAIRS
-]
-
-
-def format_supersede_query(facts: list[str], new_text: str) -> str:
-    return f"HELD: {facts[0]}\nNEW: {new_text}\nIs HELD out of date now?"
-
-
-def build_supersede_messages(facts: list[str], new_text: str) -> list[dict[str, str]]:
-    """Prompt for the yes/no "does NEW make the nearest held fact out of date" judgement (``mode: supersede``)."""
-    return few_shot_messages(SUPERSEDE_SYSTEM_PROMPT, SUPERSEDE_FEW_SHOT, format_supersede_query, facts[:1], new_text)
-
-
-def yes_probability(logprobs: list[dict[str, Any]] | None, text: str) -> float:
-    """p(yes) against p(no) from the first token's top log-probabilities (renormalised over the two); falls back to
-    the generated word when the server returned none."""
-    probs = {"yes": 0.0, "no": 0.0}
-    for cand in (logprobs[0].get("top_logprobs", []) if logprobs else []):
-        word = str(cand.get("token", "")).strip().lower()
-        if word in probs:
-            probs[word] += math.exp(float(cand["logprob"]))
-    if not any(probs.values()):
-        return 1.0 if text.strip().lower().startswith("yes") else 0.0
-    return probs["yes"] / (probs["yes"] + probs["no"])
-
-
-def digit_distribution(logprobs: list[dict[str, Any]] | None, text: str, n_facts: int) -> dict[int, float]:
-    """p(answer = i) for i in 0..n_facts from the first token's top log-probabilities (renormalised).
-
-    Falls back to a one-hot on the generated text when the server returned no log-probabilities.
-    """
-    probs: dict[int, float] = {}
-    if logprobs:
-        for cand in logprobs[0].get("top_logprobs", []):
-            token = str(cand.get("token", "")).strip()
-            if token.isdigit() and int(token) <= n_facts:
-                probs[int(token)] = probs.get(int(token), 0.0) + math.exp(float(cand["logprob"]))
-    if not probs:
-        digits = re.findall(r"\d+", text)
-        value = int(digits[0]) if digits and int(digits[0]) <= n_facts else 0
-        probs = {value: 1.0}
-    total = sum(probs.values())
-    return {k: v / total for k, v in probs.items()}
-
-
-GOLD_REASON = "gold judge: the benchmark labels NEW as replacing fact {pick}: {old}"
-# What each judgement mode's verdict says in a ConflictDecision's reason (when no "why?" call was made).
-LLM_REASONS: dict[str, str] = {
-    "nli": "LLM: NEW is false given the held facts (p(false)={score:.2f}); nearest: {old}",
-    "pick": "LLM picked fact {pick} (p={score:.2f}): {old}",
-    "revise": "LLM: NEW replaces fact {pick} (p={score:.2f}): {old}",
-    "supersede": "LLM: NEW makes the nearest held fact out of date (p(yes)={score:.2f}): {old}",
-}
 
 
 # ----------------------------------------------------------------------------- detector
@@ -407,8 +152,6 @@ class ConflictDetector:
             raise ValueError("conflict.source=gold with conflict.batch=true: the gold judge needs no batched call; set conflict.batch=false")
         self.source = source
         if gold_judge is None and source == "gold":
-            from mosaic.oracle import GoldConflictJudge
-
             gold_judge = GoldConflictJudge()
         self.gold_judge = gold_judge
         self.enabled = bool(enabled)
@@ -536,24 +279,9 @@ class ConflictDetector:
 
     def judge_texts(self, texts: list[str], new_text: str) -> tuple[float, int, list[dict[str, str]], str]:
         """Step 3 on texts: (score, 1-based index of the blamed fact, messages, first answer); one LLM call."""
-        if self.mode in ("pick", "revise"):
-            messages = (build_messages if self.mode == "pick" else build_revise_messages)(texts, new_text)
-            result = self.llm.chat(messages, max_tokens=1, top_logprobs=self.top_logprobs, purpose="conflict")
-            dist = digit_distribution(result.logprobs, result.text, len(texts))
-            self.last_trace["digits"] = {k: round(v, 4) for k, v in sorted(dist.items())}
-            pick = max((i for i in dist if i > 0), key=lambda i: dist[i], default=0)
-            return 1.0 - dist.get(0, 0.0), pick, messages, str(pick)
-        if self.mode == "supersede":
-            messages = build_supersede_messages(texts, new_text)
-            result = self.llm.chat(messages, max_tokens=1, top_logprobs=self.top_logprobs, purpose="conflict")
-            score = yes_probability(result.logprobs, result.text)
-            self.last_trace["p_yes"] = round(score, 4)
-            return score, 1, messages, "yes"
-        messages = build_nli_messages(texts, new_text)
-        result = self.llm.chat(messages, max_tokens=1, top_logprobs=self.top_logprobs, purpose="conflict")
-        labels = label_distribution(result.logprobs, result.text)
-        self.last_trace["labels"] = {k: round(v, 4) for k, v in labels.items()}
-        return labels["false"], 1, messages, "false"
+        score, pick, messages, answer, read = ask_judgement(self.llm, self.mode, texts, new_text, self.top_logprobs)
+        self.last_trace.update(read)
+        return score, pick, messages, answer
 
     def _reason(self, messages: list[dict[str, str]], answer: str) -> str:
         follow = [*messages, {"role": "assistant", "content": answer},
@@ -605,7 +333,8 @@ class ConflictDetector:
             score, blamed, messages, answer = self._ask(new, facts)
             decisions = decisions + self._decide(new, facts, score, blamed, messages, answer)
         self._count(self.last_trace, decisions)
-        self._audit_gold(new, graph, decisions)
+        if self.source == "gold":
+            audit_gold_partners(self.stats, self.last_trace, new, graph, decisions)
         return decisions
 
     def check_group(
@@ -665,30 +394,6 @@ class ConflictDetector:
             self.stats["numeric_hits" if by == "numeric" else "revision_hits" if by == "revision" else
                        "gold_hits" if by == "gold" else "llm_hits"] += 1  # fmt: skip
 
-    def _audit_gold(self, new: Entity, graph: CandidateGraph, decisions: list[ConflictDecision]) -> None:
-        """Gold-judge runs: where each held gold partner of ``new`` went (retired, or why not) and the numeric rule's
-        precision against the labels. Counts only; nothing here changes a decision."""
-        if self.source != "gold" or not new.gold_replaces:
-            for d in decisions if self.source == "gold" else ():
-                if d.decided_by == "numeric":
-                    self.stats["numeric_gold_wrong"] += 1
-            return
-        gold = set(new.gold_replaces)
-        entities = getattr(graph, "entities", None)
-        held = {e.entity_id for e in (entities() if entities else []) if e.fact_id in gold and e.status in ACTIVE_STATUSES}
-        decided = {d.old_id for d in decisions}
-        for d in decisions:
-            if d.decided_by == "numeric":
-                self.stats["numeric_gold_right" if d.old_id in held else "numeric_gold_wrong"] += 1
-        candidates = {entity_id for entity_id, _ in self.last_trace.get("candidates", [])}
-        shown = set(self.last_trace.get("facts", []))
-        self.stats["gold_partners_held"] += len(held)
-        for entity_id in held:
-            reason = ("gold_partners_retired" if entity_id in decided else "gold_partner_not_candidate" if entity_id not in candidates
-                      else "gold_partner_ruled_out" if "facts" not in self.last_trace else "gold_partner_not_shown"
-                      if entity_id not in shown else "gold_partner_not_blamed")  # fmt: skip
-            self.stats[reason] += 1
-
     def _prepare(
         self, new: Entity, graph: CandidateGraph, proposed: list[Entity],
         peers: list[tuple[Entity, np.ndarray]] = (), vector: np.ndarray | None = None,
@@ -718,7 +423,7 @@ class ConflictDetector:
             self.last_trace["decided_by"] = self.last_trace.get("decided_by", "duplicate")
             return ruled, None
         if self.revision_similarity is not None and top_similarity >= self.revision_similarity:
-            # ablation (issue 39 item 4): the nearest held fact is about the same thing and says it differently, so
+            # ablation: the nearest held fact is about the same thing and says it differently, so
             # the newer statement revises it; the old one is superseded and kept in its history
             self.last_trace["decided_by"] = "revision"
             reason = f"revision: nearest held fact at cosine {top_similarity:.2f} >= conflict.revision_similarity: {top.text}"
@@ -727,13 +432,13 @@ class ConflictDetector:
         if not self.use_llm and self.source == "model":
             return ruled, None
         if self.judge_min_similarity is not None and top_similarity < self.judge_min_similarity:
-            # write-cost switch (issue 19): no held fact is close enough to be about the same thing,
+            # write-cost switch: no held fact is close enough to be about the same thing,
             # so the LLM judgement is skipped; the numeric rule above has already had its say
             self.last_trace["decided_by"] = self.last_trace.get("decided_by", "far")
             return ruled, None
         facts = [e for e, _ in cands[: self.n_facts]]
         if self.judge == "proposed":
-            # write-cost variant (issue 19): the extraction call already read the held facts nearest the
+            # write-cost variant: the extraction call already read the held facts nearest the
             # turn and proposed none for this entity, so no judgement is asked; a proposed clash is
             # confirmed by the calibrated judge with the proposed fact first (the one NLI mode blames)
             proposed = [e for e in proposed if e.entity_id != new.entity_id and e.status in ACTIVE_STATUSES]

@@ -6,300 +6,52 @@ factors as labels (directness, specificity). Everything a small model is bad at 
 here in Python instead: relative dates are resolved against the session date with
 dateutil, the evidence span is the turn sentence that best overlaps the fact, and the
 output is validated and cleaned, with every repair or drop counted in ``stats``.
-The system prompt is fixed so llama.cpp can reuse its prompt cache across turns.
+The prompts and reply schemas are mosaic.extract_prompts', the reading of time phrases mosaic.relative_time's.
 
-Write-cost variant (issue 19, ``turns_per_call`` > 1, off by default): ``extract_group`` extracts
+Write-cost variant (``turns_per_call`` > 1, off by default): ``extract_group`` extracts
 several consecutive turns of one session in one call, each fact naming the message it comes from,
-so that extraction costs fewer than one LLM call per turn (README "Write cost").
+so that extraction costs fewer than one LLM call per turn (docs/results_history.md, "MOSAIC's write cost").
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import re
-from dataclasses import dataclass, field
-from datetime import date, datetime, timedelta
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from typing import Any
-
-from dateutil import parser as date_parser
-from dateutil.relativedelta import relativedelta
 
 from core.api import LLMUsage, Turn
 from core.llm import LLMClient, LLMError, LLMOutputError, own_usage, usage_since
 from core.tally import Tally
 from mosaic.entity import Entity
+from mosaic.extract_prompts import (
+    DIRECTNESS,
+    ENTITY_TYPES,
+    FEW_SHOT,
+    GROUP_FEW_SHOT,
+    GROUP_SYSTEM_PROMPT,
+    HELD_FEW_SHOT,
+    HELD_PROMPT,
+    OUTPUT_FORMATS,
+    ROWS_FEW_SHOT,
+    ROWS_PROMPT,
+    SPECIFICITY,
+    SYSTEM_PROMPT,
+    extraction_schema,
+    from_row,
+    group_extraction_schema,
+    rows_extraction_schema,
+)
 from mosaic.oracle import oracle_entity
-from core.quantities import count_pattern, count_word
+from mosaic.relative_time import parse_session_time, resolve_time
 
 log = logging.getLogger(__name__)
 
-ENTITY_TYPES = ("event", "persona", "relationship")
 # Where a turn's entities come from: "model", the extraction LLM call (the paper's MOSAIC and every published
-# row), or "oracle", the gold facts the benchmark attached to the turn (mosaic.oracle; issue 39).
+# row), or "oracle", the gold facts the benchmark attached to the turn (mosaic.oracle).
 EXTRACTION_SOURCES = ("model", "oracle")
-DIRECTNESS = {"stated": 1.0, "implied": 0.6, "hedged": 0.3}
-SPECIFICITY = {"exact": 1.0, "approximate": 0.6, "vague": 0.3}
-
-# What each field of an extracted fact means: shared by the one-message and the group prompt.
-FIELD_RULES = (
-    "fact: a short sentence naming the person (never I or you). "
-    "type: event (happened or will happen), persona (trait, job, preference, possession, count) or relationship (tie between people). "
-    "who: whose fact. attr: short slot name (job, number of kids, hometown, hobby...). value: short. "
-    "when: time words copied from the message (yesterday, last week, in 2022) or empty. "
-    "cert: stated, implied or hedged. spec: exact, approximate or vague."
-)
-ONE_MESSAGE_TASK = (
-    "Extract facts worth remembering from one chat message. Reply with compact one-line JSON. "
-    "At most {max_entities} facts; none for greetings, thanks or small talk."
-)
-SYSTEM_PROMPT = ONE_MESSAGE_TASK + "\n" + FIELD_RULES
-
-# A fixed worked example: it shows the compact format (pretty-printed JSON costs a small model
-# more tokens than the facts themselves) and, being constant, stays in llama.cpp's prompt cache.
-FEW_SHOT: list[dict[str, str]] = [
-    {"role": "user", "content": "Session date: 2023-05-08\nMessage from Jon: Hey! We adopted a second cat last week, and I still teach math at Lincoln High."},
-    {"role": "assistant", "content": (
-        '{"facts":[{"fact":"Jon adopted a second cat last week","type":"event","who":"Jon","attr":"number of cats","value":"2",'
-        '"when":"last week","cert":"stated","spec":"exact"},{"fact":"Jon teaches math at Lincoln High","type":"persona","who":"Jon",'
-        '"attr":"job","value":"math teacher","when":"","cert":"stated","spec":"exact"}]}'
-    )},
-    {"role": "user", "content": "Session date: 2023-05-08\nMessage from Ana: Thanks, that sounds great!"},
-    {"role": "assistant", "content": '{"facts":[]}'},
-]
-
-FIELDS = ("fact", "type", "who", "attr", "value", "when", "cert", "spec")
-
-# Speed variant (issue 41, ``output_format="rows"``, off by default): each fact is a JSON list of the FIELDS'
-# values in that order instead of an object naming them. The model then writes no key names: re-tokenizing the
-# 888 facts of the cold conv-26 run's extraction replies in both shapes gives 26,562 tokens against 40,343
-# (0.66), and generation is what an extraction call pays for. A separate prompt and example, so the default
-# prompt (and every cached call made with it) is unchanged; whether a 1.5B model fills positional lists as well
-# as named fields is what the variant's dev comparison measures (docs/running.md).
-OUTPUT_FORMATS = ("objects", "rows")
-ROWS_PROMPT = f"{ONE_MESSAGE_TASK} Each fact is a list of {len(FIELDS)} strings in this order: [{', '.join(FIELDS)}].\n" + FIELD_RULES
-
-
-def as_row(fact: dict[str, str]) -> list[str]:
-    """A fact object as the rows format writes it: its FIELDS' values in order."""
-    return [fact.get(name, "") for name in FIELDS]
-
-
-ROWS_FEW_SHOT: list[dict[str, str]] = [
-    FEW_SHOT[0],
-    {"role": "assistant", "content": json.dumps(
-        {"facts": [as_row(fact) for fact in json.loads(FEW_SHOT[1]["content"])["facts"]]}, separators=(",", ":"))},
-    FEW_SHOT[2],
-    FEW_SHOT[3],
-]
-
-# Write-cost variant (issue 19, ``held_facts`` > 0): the facts memory already holds nearest the turn
-# are shown, numbered, and each extracted fact names the one it changes or rules out ("clash"), so
-# that the save-time conflict check asks the LLM only to confirm proposed clashes instead of judging
-# every new fact. A separate prompt and example, so the default prompt (and every cached call made
-# with it) is unchanged.
-HELD_PROMPT = (
-    "\nMemory lists facts already held, numbered. clash: the number of the Memory fact that this fact "
-    "changes, reverses or rules out (both cannot be true now), else 0. Do not repeat Memory facts."
-)
-HELD_FEW_SHOT: list[dict[str, str]] = [
-    {"role": "user", "content": (
-        "Session date: 2023-05-08\nMemory:\n1. Jon has one cat\n2. Jon teaches math at Lincoln High\n"
-        "Message from Jon: Hey! We adopted a second cat last week, and I started coaching the chess club.")},
-    {"role": "assistant", "content": (
-        '{"facts":[{"fact":"Jon adopted a second cat last week","type":"event","who":"Jon","attr":"number of cats","value":"2",'
-        '"when":"last week","cert":"stated","spec":"exact","clash":1},{"fact":"Jon coaches the chess club","type":"persona",'
-        '"who":"Jon","attr":"hobby","value":"chess club coach","when":"","cert":"stated","spec":"exact","clash":0}]}'
-    )},
-    FEW_SHOT[2],
-    FEW_SHOT[3],
-]
-
-
-# Write-cost variant (issue 19, ``turns_per_call`` > 1): several consecutive messages in one call,
-# numbered, and each fact names its message ("msg"), so the facts can be split back to their turns.
-# A separate prompt and example, so the default prompt and its cached calls are unchanged; both are
-# constant, so llama.cpp caches this prefix too. The example holds FEW_SHOT's two messages (one with two
-# facts, one with none) and a third with one fact: an example with one fact per message taught the 1.5B
-# model to write about one fact per message (53 facts extracted on the quickstart against 87 at 9495b5c).
-GROUP_SYSTEM_PROMPT = (
-    "Extract facts worth remembering from numbered chat messages. Reply with compact one-line JSON. "
-    "At most {max_entities} facts per message; none for greetings, thanks or small talk.\n"
-    "msg: the number of the message the fact comes from. " + FIELD_RULES
-)
-_JON = FEW_SHOT[0]["content"].split("Message from Jon: ", 1)[1]  # FEW_SHOT's two messages, numbered 1 and 2
-_ANA = FEW_SHOT[2]["content"].split("Message from Ana: ", 1)[1]
-_ANA_FACT = {"fact": "Ana's sister moved to Denver in March", "type": "relationship", "who": "Ana", "attr": "sister's city", "value": "Denver",
-             "when": "in March", "cert": "stated", "spec": "exact"}  # fmt: skip
-GROUP_FEW_SHOT: list[dict[str, str]] = [
-    {"role": "user", "content": (
-        f"Session date: 2023-05-08\nMessage 1 from Jon: {_JON}\nMessage 2 from Ana: {_ANA}\n"
-        "Message 3 from Ana: My sister moved to Denver in March.")},
-    {"role": "assistant", "content": json.dumps({"facts": [
-        *({"msg": 1, **fact} for fact in json.loads(FEW_SHOT[1]["content"])["facts"]), {"msg": 3, **_ANA_FACT}]}, separators=(",", ":"))},
-]
-
-
-def extraction_schema(max_entities: int, held_facts: int = 0) -> dict[str, Any]:
-    item: dict[str, Any] = {
-        "type": "object",
-        "properties": {
-            "fact": {"type": "string"},
-            "type": {"type": "string", "enum": list(ENTITY_TYPES)},
-            "who": {"type": "string"},
-            "attr": {"type": "string"},
-            "value": {"type": "string"},
-            "when": {"type": "string"},
-            "cert": {"type": "string", "enum": list(DIRECTNESS)},
-            "spec": {"type": "string", "enum": list(SPECIFICITY)},
-        },
-        "required": list(FIELDS),
-    }
-    if held_facts > 0:
-        item["properties"]["clash"] = {"type": "integer", "minimum": 0, "maximum": held_facts}
-        item["required"] = [*FIELDS, "clash"]
-    return {
-        "type": "object",
-        "properties": {"facts": {"type": "array", "items": item, "maxItems": max_entities}},
-        "required": ["facts"],
-    }
-
-
-def rows_extraction_schema(max_entities: int) -> dict[str, Any]:
-    """``extraction_schema`` for ``output_format="rows"``: each fact a list of exactly len(FIELDS) values
-    (JSON Schema's ``prefixItems``, which llama.cpp's and vLLM's grammar builders turn into a fixed tuple)."""
-    schema = extraction_schema(max_entities)
-    facts = schema["properties"]["facts"]
-    fields = facts["items"]["properties"]
-    facts["items"] = {"type": "array", "prefixItems": [fields[name] for name in FIELDS], "minItems": len(FIELDS), "maxItems": len(FIELDS)}
-    return schema
-
-
-def group_extraction_schema(max_entities: int, n_messages: int) -> dict[str, Any]:
-    """``extraction_schema`` for ``n_messages`` numbered messages: each fact names its message
-    ("msg", 1..n_messages, asked first so the fact is written for a chosen message), and the array
-    holds ``max_entities`` facts per message."""
-    schema = extraction_schema(max_entities * n_messages)
-    item = schema["properties"]["facts"]["items"]
-    item["properties"] = {"msg": {"type": "integer", "minimum": 1, "maximum": n_messages}, **item["properties"]}
-    item["required"] = ["msg", *FIELDS]
-    return schema
-
-
-# -- dates -----------------------------------------------------------------------------
-_WEEKDAYS = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
-_COUNT = count_pattern(vague=True)  # "3", "three", "a few", "a couple of" (core.quantities)
-_UNITS = {"day": "days", "week": "weeks", "month": "months", "year": "years"}
-_SAME_DAY = ("today", "tonight", "this morning", "this afternoon", "this evening", "right now", "now", "currently")
-
-
-@dataclass(frozen=True)
-class ResolvedTime:
-    """An absolute time: ``iso`` is YYYY-MM-DD, YYYY-MM, YYYY or 'week of YYYY-MM-DD'; ``human`` reads well in text."""
-
-    iso: str
-    human: str
-
-
-def parse_session_time(session_time: str | None) -> datetime | None:
-    """Session time as a datetime; LoCoMo's '1:56 pm on 8 May, 2023' and ISO both work."""
-    if not session_time:
-        return None
-    try:
-        return date_parser.parse(session_time, fuzzy=True)
-    except (ValueError, OverflowError):
-        return None
-
-
-def _day(d: date) -> ResolvedTime:
-    return ResolvedTime(d.isoformat(), f"on {d.day} {d:%B %Y}")
-
-
-def _week(d: date) -> ResolvedTime:
-    monday = d - timedelta(days=d.weekday())
-    return ResolvedTime(f"week of {monday.isoformat()}", f"in the week of {monday.day} {monday:%B %Y}")
-
-
-def _month(d: date) -> ResolvedTime:
-    return ResolvedTime(f"{d:%Y-%m}", f"in {d:%B %Y}")
-
-
-def _year(d: date) -> ResolvedTime:
-    return ResolvedTime(f"{d:%Y}", f"in {d:%Y}")
-
-
-def resolve_time(expression: str, session: datetime | None) -> ResolvedTime | None:
-    """Turn a time phrase into an absolute time relative to the session date; None if it cannot.
-
-    Relative phrases (yesterday, 3 days ago, last week, next Friday, last summer is not handled)
-    need the session date; absolute ones (May 2022, 7 May 2023, 2021) are parsed with dateutil,
-    keeping only the components the phrase actually gave.
-    """
-    phrase = " ".join(expression.lower().strip().strip(".").split())
-    if not phrase:
-        return None
-    today = session.date() if session else None
-    if today is not None:
-        if phrase in _SAME_DAY:
-            return _day(today)
-        if phrase in ("yesterday", "last night", "yesterday evening", "yesterday morning"):
-            return _day(today - timedelta(days=1))
-        if phrase in ("the day before yesterday", "day before yesterday"):
-            return _day(today - timedelta(days=2))
-        if phrase == "tomorrow":
-            return _day(today + timedelta(days=1))
-        m = re.fullmatch(rf"(?:about |around )?({_COUNT}) (day|week|month|year)s? ago", phrase)
-        if m and count_word(m.group(1), vague=True) is not None:
-            n, unit = count_word(m.group(1), vague=True), m.group(2)
-            when = today - relativedelta(**{_UNITS[unit]: n})
-            return {"day": _day, "week": _week, "month": _month, "year": _year}[unit](when)
-        m = re.fullmatch(rf"in ({_COUNT}) (day|week|month|year)s?", phrase)
-        if m and count_word(m.group(1), vague=True) is not None:
-            n, unit = count_word(m.group(1), vague=True), m.group(2)
-            when = today + relativedelta(**{_UNITS[unit]: n})
-            return {"day": _day, "week": _week, "month": _month, "year": _year}[unit](when)
-        m = re.fullmatch(r"(last|this|next|past) (week|weekend|month|year)", phrase)
-        if m:
-            shift = {"last": -1, "past": -1, "this": 0, "next": 1}[m.group(1)]
-            unit = m.group(2)
-            if unit == "week":
-                return _week(today + timedelta(weeks=shift))
-            if unit == "weekend":
-                saturday = today - timedelta(days=today.weekday()) + timedelta(days=5) + timedelta(weeks=shift)
-                return ResolvedTime(f"weekend of {saturday.isoformat()}", f"on the weekend of {saturday.day} {saturday:%B %Y}")
-            if unit == "month":
-                return _month(today + relativedelta(months=shift))
-            return _year(today + relativedelta(years=shift))
-        m = re.fullmatch(r"(last|this|next|on) (" + "|".join(_WEEKDAYS) + r")", phrase)
-        if m:
-            target = _WEEKDAYS.index(m.group(2))
-            if m.group(1) in ("last", "on"):
-                back = (today.weekday() - target) % 7 or 7
-                return _day(today - timedelta(days=back))
-            if m.group(1) == "next":
-                ahead = (target - today.weekday()) % 7 or 7
-                return _day(today + timedelta(days=ahead))
-            return _day(today - timedelta(days=today.weekday()) + timedelta(days=target))
-    if not re.search(r"\d|" + "|".join(m.lower() for m in ("January", "February", "March", "April", "June", "July", "August", "September", "October", "November", "December")) + r"|\bmay\b", phrase):
-        return None
-    try:
-        a = date_parser.parse(phrase, fuzzy=True, default=datetime(2000, 1, 1))
-        b = date_parser.parse(phrase, fuzzy=True, default=datetime(2001, 2, 2))
-    except (ValueError, OverflowError):
-        return None
-    has_year, has_month, has_day = a.year == b.year, a.month == b.month, a.day == b.day
-    if not has_year and today is not None and has_month:
-        a = a.replace(year=today.year)  # "on 7 May" said in a 2023 session means 2023
-        has_year = True
-    if has_year and has_month and has_day:
-        return _day(a.date())
-    if has_year and has_month:
-        return _month(a.date())
-    if has_year and not has_day:
-        return _year(a.date())
-    return None
 
 
 # -- extraction ------------------------------------------------------------------------
@@ -338,7 +90,7 @@ class EntityExtractor:
     ``source="oracle"`` (the oracle-extractor study, off by default): no LLM call; a turn's entities are
     the gold facts attached to it (``Turn.oracle_facts``), built by mosaic.oracle's rules.
 
-    ``concurrent_calls`` > 1 (speed, issue 41): ``extract_ahead`` sends the calls of a session's turns
+    ``concurrent_calls`` > 1 (speed): ``extract_ahead`` sends the calls of a session's turns
     that many at a time, so a server with several slots decodes them in one batch. Each call's request
     is the one ``extract`` sends (same prompt, same previous turn), so only the server's batching can
     change a reply; the caller still writes the turns one by one, in order.
@@ -470,7 +222,7 @@ class EntityExtractor:
 
     def extract_group(self, turns: list[Turn], session_time: str | None = None, previous: Turn | None = None) -> list[ExtractionResult]:
         """Entities of consecutive turns of one session, one result per turn in order, from ONE LLM call
-        (the write-cost lever of issue 19: fewer extraction calls per ingested turn, README "Write cost").
+        (a write-cost lever: fewer extraction calls per ingested turn; docs/results_history.md, "MOSAIC's write cost").
 
         One turn is exactly ``extract`` (same prompt). Each fact names its message; one with a missing or
         out-of-range number is dropped (``dropped_bad_msg``). Each turn's facts are then cleaned as ``extract``
@@ -642,14 +394,6 @@ def prerequisite_pairs(entities: list[Entity]) -> list[tuple[int, int]]:
         root = anchors[0] if anchors else indices[0]
         pairs.extend((root, i) for i in indices if i != root)
     return pairs
-
-
-def from_row(row: Any) -> Any:
-    """A rows-format fact (a list of FIELDS' values in order) as the fact object ``_clean`` reads; a list of
-    another length or anything else is passed on unchanged, for ``_clean`` to drop and count."""
-    if isinstance(row, list) and len(row) == len(FIELDS):
-        return dict(zip(FIELDS, row))
-    return row
 
 
 def _clash_index(raw: Any, n_held: int) -> int | None:

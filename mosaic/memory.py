@@ -232,7 +232,7 @@ class MosaicMemory:
 
     def _extract_ahead(self, space: _Namespace, groups: list[tuple[list[Turn], str | None]]) -> list[tuple[Any, LLMUsage, float]] | None:
         """With ``extract.concurrent_calls`` > 1, every turn's extraction call of this add, made before the first
-        write, several at a time (eval: issue 41). Each job carries the previous turn one-by-one writing
+        write, several at a time (measured: results/bench/llm_settings_quickstart.md). Each job carries the previous turn one-by-one writing
         would show it (``_add_group``'s rule), so the requests are the same; None when off or not possible."""
         if len(groups) < 2 or not self.extractor.can_extract_ahead():
             return None

@@ -1,4 +1,4 @@
-"""The oracle extractor (issue 39): a benchmark's gold facts in place of MOSAIC's extraction LLM call.
+"""The oracle extractor: a benchmark's gold facts in place of MOSAIC's extraction LLM call.
 
 It separates "the small model extracts badly" from "MOSAIC organises memory badly": with
 ``system.extract.source: oracle`` (conf/ablation/oracle_extractor.yaml) each turn's entities are the
@@ -31,10 +31,16 @@ by a fixed rule (docs/halumem.md, "Oracle extractor"):
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from core.api import OracleFact, Turn
 from mosaic.entity import Entity
+from mosaic.extract_prompts import ENTITY_TYPES
+from mosaic.graph import ACTIVE_STATUSES
 
-ENTITY_TYPES = ("event", "persona", "relationship")  # as mosaic.extract.ENTITY_TYPES (not imported: extract imports this module)
+if TYPE_CHECKING:
+    from mosaic.conflict import ConflictDecision
+
 ORACLE_DIRECTNESS = 1.0  # the extractor's "stated"
 ORACLE_SPECIFICITY = 1.0  # the extractor's "exact"
 
@@ -78,3 +84,27 @@ class GoldConflictJudge:
     def blame(self, new: Entity, facts: list[Entity]) -> list[int]:
         gold = set(new.gold_replaces)
         return [i for i, fact in enumerate(facts, start=1) if fact.fact_id is not None and fact.fact_id in gold]
+
+
+def audit_gold_partners(stats: dict[str, int], trace: dict[str, Any], new: Entity, graph: Any, decisions: list[ConflictDecision]) -> None:
+    """Gold-judge runs: where each held gold partner of ``new`` went (retired, or why not: not a candidate, ruled out
+    by a rule, not shown, not blamed) and the numeric rule's precision against the labels, added to the conflict
+    detector's ``stats`` from its check ``trace``. Counts only; nothing here changes a decision."""
+    if not new.gold_replaces:
+        stats["numeric_gold_wrong"] += sum(d.decided_by == "numeric" for d in decisions)
+        return
+    gold = set(new.gold_replaces)
+    entities = getattr(graph, "entities", None)
+    held = {e.entity_id for e in (entities() if entities else []) if e.fact_id in gold and e.status in ACTIVE_STATUSES}
+    decided = {d.old_id for d in decisions}
+    for d in decisions:
+        if d.decided_by == "numeric":
+            stats["numeric_gold_right" if d.old_id in held else "numeric_gold_wrong"] += 1
+    candidates = {entity_id for entity_id, _ in trace.get("candidates", [])}
+    shown = set(trace.get("facts", []))
+    stats["gold_partners_held"] += len(held)
+    for entity_id in held:
+        reason = ("gold_partners_retired" if entity_id in decided else "gold_partner_not_candidate" if entity_id not in candidates
+                  else "gold_partner_ruled_out" if "facts" not in trace else "gold_partner_not_shown"
+                  if entity_id not in shown else "gold_partner_not_blamed")  # fmt: skip
+        stats[reason] += 1

@@ -153,8 +153,8 @@ class TurnIndex:
     """Exact cosine search over the texts of the turns a memory ingested (provenance matching).
 
     Why: an entity is a short paraphrase of its turn, and on a whole LoCoMo conversation the paraphrase
-    often matches a question worse than the turn's own words do (README, issue 18's error analysis:
-    57 of 150 questions had their evidence held but ranked below 10 by exact search over entities).
+    often matches a question worse than the turn's own words do (the conv-26 error analysis in
+    docs/results_history.md, "LoCoMo at conversation scale": 57 of 150 questions had their evidence held but ranked below 10 by exact search over entities).
     Turns are embedded once, at the first search after they arrive, and appended; a flat index keeps
     recall at 1. ``held`` maps a turn to the held entities extracted from it, rebuilt with the entity
     index (after writes, before the next search), so a query costs no pass over memory.

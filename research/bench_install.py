@@ -1,4 +1,4 @@
-"""Set-up speed (issue 41): pip against uv installing the project's packages, side by side in one session.
+"""Set-up speed: pip against uv installing the project's packages, side by side in one session.
 
     python -m research.bench_install [--rounds 1] [--extras test,baselines,zep]
 

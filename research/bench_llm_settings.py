@@ -4,7 +4,7 @@ Why: every experiment here is bound by the local model on 2 CPU cores, and machi
 state) is larger than most setting effects. Running the settings one after the other, round after round, in
 the same session lets the noise cancel in the per-round ratios. Two modes:
 
-* ``quickstart`` (the measure issue 41 names): a cold MOSAIC quickstart (``run.py experiment=locomo
+* ``quickstart`` (the measure that matters to a user): a cold MOSAIC quickstart (``run.py experiment=locomo
   system=mosaic``, a fresh response cache and results folder each time) per setting and round; wall time, LLM
   seconds, seconds per ingested turn, prompt tokens read vs reused from the server's prefix cache, generated
   tokens/s, judge accuracy and F1, and every cold reply that differs between settings (same request, other text).

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from mosaic.conflict import build_messages, build_nli_messages
+from mosaic.conflict_judgement import build_messages, build_nli_messages
 
 RUNS = {"household_finance": "results/published/runs/conflict/mosaic/none/706c43483765",
         "workplace_policy": "results/published/runs/conflict/mosaic/none/7adeeb5b3235"}  # fmt: skip

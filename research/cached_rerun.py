@@ -1,4 +1,4 @@
-"""Do published runs still come out the same? Rerun them from their LLM cache archive and compare (issue 42).
+"""Do published runs still come out the same? Rerun them from their LLM cache archive and compare.
 
     python -m research.cached_rerun results/published/runs/locomo/rag/none/b3b9f7514c93 \
         --archive results/caches/locomo_conv26.jsonl.gz [--out results/bench/cached_rerun_conv26]

@@ -1,4 +1,4 @@
-"""How many tokens MOSAIC's extraction replies take as named objects and as positional rows (issue 41).
+"""How many tokens MOSAIC's extraction replies take as named objects and as positional rows.
 
 Why: the rows format (``system.extract.output_format=rows``) is worth trying only if the key names are a large
 share of what the model generates. This reads the extraction replies of a response-cache archive (the default
@@ -18,7 +18,7 @@ from pathlib import Path
 import httpx
 
 from core.llm.local_server import LocalLLM
-from mosaic.extract import FIELDS, as_row
+from mosaic.extract_prompts import FIELDS, as_row
 
 
 def object_replies(archive: Path) -> list[list[dict]]:

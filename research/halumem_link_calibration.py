@@ -29,7 +29,7 @@ from eval.benchmarks.halumem.data import load_halumem_jsonl
 DEV_FILE = Path("data/halumem-pilot/halumem_medium_user0.jsonl")
 EVAL_NAME = "halumem_medium_user3.jsonl"
 # Content fingerprints (``user_fingerprint``) of HaluMem's evaluation user: a renamed, re-serialised or re-described
-# copy of its file is refused as the file itself is (as eval/benchmarks/conflict_suite.py refuses evaluation suites).
+# copy of its file is refused as the file itself is (as eval/benchmarks/conflict/suite.py refuses evaluation suites).
 # A test recomputes it from the fetched file.
 EVAL_USER_FINGERPRINTS = {"halumem_medium_user3": "b8ff283a3e15aebb9a20579d2b36b1ced9c750844125be891e94c434db0682d4"}
 

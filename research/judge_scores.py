@@ -5,7 +5,7 @@
 The save-time conflict check scores each check by p(false) from the label token's log-probabilities
 and calls it a conflict above ``conflict.threshold``. Whether a threshold can work at all depends on the
 spread of those scores: this prints p(false) by the label the model wrote, for single-check answers
-(one word) and batched answers (``n. label`` lines, issue 19's ``conflict.batch``), so that a judgement
+(one word) and batched answers (``n. label`` lines, ``conflict.batch``), so that a judgement
 whose scores sit in one narrow band whatever it answers shows up as such. Answers are recognised by their
 shape (a cache holds every purpose's responses and no prompts); scripts/cache_archive.py writes archives.
 """
@@ -23,7 +23,7 @@ from omegaconf import OmegaConf
 
 
 from core.atomic import write_text_atomic
-from mosaic.conflict import NLI_LABELS, batch_label_distributions, label_distribution, label_of
+from mosaic.conflict_judgement import NLI_LABELS, batch_label_distributions, label_distribution, label_of
 from core.llm.cache_archive import archive_entries
 
 MOSAIC_CONF = Path(__file__).resolve().parents[1] / "conf" / "system" / "mosaic.yaml"

@@ -32,7 +32,7 @@ from sklearn.metrics import roc_auc_score
 
 from core.embed import SentenceEmbedder
 from core.llm import LocalLLM
-from eval.benchmarks.conflict_suite import EvaluationSuiteError, Suite, load_suite, require_dev_suite
+from eval.benchmarks.conflict.suite import EvaluationSuiteError, Suite, load_suite, require_dev_suite
 from mosaic.conflict import ConflictDetector
 from mosaic.entity import Entity
 from mosaic.graph import MemoryGraph

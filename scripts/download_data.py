@@ -9,7 +9,7 @@ The audit (github.com/dial481/locomo-audit, CC BY-NC 4.0 like LoCoMo) is pinned 
 errors.json (gold-answer errata) and the two wrong-answer banks the judge calibration uses, into
 data/locomo-audit/ under their mirror names.
 
-HaluMem pilot (issue 39): two HaluMem-Medium users in the benchmark's own schema, published as per-user
+HaluMem pilot: two HaluMem-Medium users in the benchmark's own schema, published as per-user
 slices by github.com/77samuel/HaluMem (pinned commit, data/pilot_slices/), stored unchanged under local
 names in data/halumem-pilot/: halumem_medium_user0.jsonl (development) and halumem_medium_user3.jsonl
 (evaluation only: run it, never read it). CC BY-NC-ND 4.0 (MemTensor / IAAR Shanghai): never committed

@@ -140,7 +140,7 @@ def scaling_table(paths: tuple[Path, ...] = SCALING_FILES) -> pd.DataFrame:
 
     The amortised figure adds a PageRank refresh's cost over its interval and a global Leiden re-run's cost over
     its period; when the timed window holds no refresh or no global re-run, that share is extrapolated from one
-    timing outside the window, and the row says so (issue 40, item 14)."""
+    timing outside the window, and the row says so."""
     rows = []
     for path in paths:
         if not path.is_file():
@@ -201,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
     if not tables and not retrieval_runs:
         print(f"no metrics.json under {args.root}", file=sys.stderr)
         return 1
-    decomposition = decomposition_table(load_runs(args.root), slice_label)  # issue 39: extractor or organisation
+    decomposition = decomposition_table(load_runs(args.root), slice_label)  # which loses: the extractor or the organisation
     write_tables(decomposition, args.out / "decomposition")
     tables["decomposition"] = to_markdown(decomposition)
     mechanism = mechanism_table(load_runs(args.root).get("halumem", []))  # the save-time check against its ceiling

@@ -232,7 +232,7 @@ def _locomo_turns(path: str) -> dict[str, dict[str, str]]:
 
 @functools.lru_cache(maxsize=8)
 def _suite_turns(path: str) -> dict[str, str]:
-    from eval.benchmarks.conflict_suite import load_suite, turn_id
+    from eval.benchmarks.conflict.suite import load_suite, turn_id
 
     suite = load_suite(path)
     return {turn_id(ctx, i): f"{t['speaker']}: {t['text']}" for ctx, turns in suite.contexts.items() for i, t in enumerate(turns)}

@@ -1,4 +1,4 @@
-"""Issue 19's batched write path with the real default local LLM: a two-message extraction call attributes
+"""The batched write path with the real default local LLM: a two-message extraction call attributes
 facts to both messages, and a batched conflict call yields one label distribution per check, read from the
 server's log-probabilities (so the parser matches llama.cpp's tokens, not only a scripted reply)."""
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from eval.benchmarks.conflict import ConflictBenchmark
-from eval.benchmarks.conflict_suite import load_suite
+from eval.benchmarks.conflict.suite import load_suite
 from eval.context import RunContext
 from tests.hydra_config import conf_judge
 from mosaic.conflict import ConflictDetector

@@ -1,4 +1,4 @@
-"""Fault injection (issue 16): each numbered fault reproduced, and the fixed behaviour asserted.
+"""Fault injection: each numbered fault reproduced, and the fixed behaviour asserted.
 
 The runs use a tiny LoCoMo slice (dev conversation conv-26, its first session, 3 questions) with
 ``system=rag`` and ``llm=openai_compat`` pointed at a misbehaving OpenAI-compatible server written for
@@ -361,7 +361,7 @@ def test_7_hung_server_reported_after_patience(tmp_path):
         assert time.monotonic() - started < 8
 
 
-# -- provenance (issue 15 item 2) -----------------------------------------------------------------------
+# -- provenance -----------------------------------------------------------------------
 def test_resume_under_other_code_refuses_unless_allowed(tiny_locomo, tmp_path, embed_cache, monkeypatch, caplog):
     with FakeOpenAIServer(mode="fail_after", budget=2) as fake:
         overrides = overrides_for(fake.url, tiny_locomo, tmp_path, embed_cache)
@@ -394,7 +394,7 @@ def test_harmless_code_change_keeps_the_folder(server, tiny_locomo, embed_cache,
     assert issubclass(CodeChangedError, HarnessError)
 
 
-# -- issue 40 (trust, round 2) ------------------------------------------------------------------------------
+# -- trust: data, resume and failure handling ------------------------------------------------------------------------------
 def test_40_1_data_changed_after_the_start_fails_before_any_row(server, tiny_locomo, tmp_path, embed_cache, monkeypatch):
     """The file is hashed for the folder name, then edited before the benchmark reads it: the old content's
     folder must not receive rows computed from the new content."""

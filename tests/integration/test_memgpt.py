@@ -7,7 +7,7 @@ on this 2-core machine the slice took 766 s (6 LLM steps per turn), docs/baselin
 The adapter starts the tool-call layer and ``letta server`` (from .venv-letta) itself and stops both at
 the end. When .venv-letta is absent the fixture builds it, as `system=memgpt` does on first use
 (baselines.memgpt.ensure_letta); a failed build fails the tests (never a skip: a skip here hid that CI
-never ran them, issue 40 item 15).
+never ran them).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ Three resumable stages inside ``run`` (eval/benchmarks/locomo/stages.py): ingest
 judge, one row per question). Rows are appended as they are produced; a rerun skips finished work and
 never re-ingests a conversation whose questions are all predicted.
 
-Oracle runs (``oracle_facts``, issue 39): each session's ``observation`` facts ride on the turn they cite
+Oracle runs (``oracle_facts``): each session's ``observation`` facts ride on the turn they cite
 as ``Turn.oracle_facts`` (eval/benchmarks/locomo/data.py).
 """
 

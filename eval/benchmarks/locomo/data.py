@@ -1,7 +1,7 @@
 """LoCoMo's file: typed records, the loader (every problem one error naming file and field), evidence-id
 fixes, the category conventions, and the slice of it a run asks (conversations, sessions, questions).
 
-Oracle facts (issue 39): each session's ``observation`` facts (LoCoMo's gold per-speaker facts with their
+Oracle facts: each session's ``observation`` facts (LoCoMo's gold per-speaker facts with their
 ``D<session>:<turn>`` evidence ids) are kept on ``Session.observations`` and ride on the turn they cite
 (``Session.oracle_turns``), for MOSAIC's oracle extractor and rag over oracle facts (docs/halumem.md).
 

@@ -1,4 +1,4 @@
-"""The Letta environment is built on first use of system=memgpt, not by the set-up (issue 41, item 4)."""
+"""The Letta environment is built on first use of system=memgpt, not by the set-up."""
 
 from __future__ import annotations
 

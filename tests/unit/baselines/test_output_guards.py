@@ -1,4 +1,4 @@
-"""Issue 40, item 13: every system's output guard, as its conf/system/*.yaml sets it, checked with fake LLMs.
+"""Every system's output guard, as its conf/system/*.yaml sets it, checked with fake LLMs.
 
 The fault in every case is the one seen on the quickstarts: at temperature 0 a small model repeats itself until
 ``max_tokens`` cuts the reply off. A greedy retry writes the same loop again (llama.cpp ignores the seed at

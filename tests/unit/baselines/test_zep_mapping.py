@@ -258,7 +258,7 @@ def test_search_and_stored_items_read_a_real_graphiti_graph(tmp_path: Path):
         system.close()
 
 
-# ------------------------------------------------------------------------- output guard (issue 40, item 13)
+# ------------------------------------------------------------------------- output guard
 LOOP = '{"extracted_entities": [{"name": "Nisha", "entity_type_id": 0}, {"name": "Nisha\'s dad", "entity_type_id": 0}, {"name": "Nisha'
 GOOD = '{"extracted_entities": [{"name": "Caroline", "entity_type_id": 0}]}'
 

@@ -25,7 +25,7 @@ def test_rows_are_picked_by_system_and_ablation_per_slice():
 
 
 def test_halumem_columns_come_from_the_same_system_and_ablation():
-    halumem = {"metadata": {"system": "mosaic", "ablation": "oracle_extractor", "overrides": [], "input_files": {"benchmark.path": "e119" + "0" * 60}},
+    halumem = {"metadata": {"system": "mosaic", "ablation": "oracle_extractor", "overrides": [], "input_files": {"benchmark.path": "ab" * 32}},
                "counts": {"questions": 55, "sessions_added": 25},
                "update_links": {"update_points": 62, "right": 3, "wrong": 2, "missed": 5, "no_target": 52, "false_alarms": 4, "non_update_points": 200},
                "updating": {"correct": {"mean": 0.5}, "hallucination": {"mean": 0.1}, "omission": {"mean": 0.4}},
@@ -36,7 +36,7 @@ def test_halumem_columns_come_from_the_same_system_and_ablation():
     assert rows["MOSAIC, oracle extractor"]["HaluMem update correct / halluc. / omission"] == "50.0 / 10.0 / 40.0"
     assert rows["MOSAIC, oracle extractor"]["HaluMem QA correct / halluc. / omission"] == "60.0 / 20.0 / 20.0"
     assert rows["rag over turns"]["HaluMem QA correct / halluc. / omission"] == ""
-    assert rows["MOSAIC, oracle extractor"]["HaluMem data"] == "25 sessions, 55 q, file e1190000"  # which user the cells are
+    assert rows["MOSAIC, oracle extractor"]["HaluMem data"] == "25 sessions, 55 q, file abababab"  # which user the cells are
     links = "HaluMem update links right / wrong / missed / no target; false alarms"
     # a run made before alarmed points were counted shows its events as events, not as points
     assert rows["MOSAIC, oracle extractor"][links] == "3 / 2 / 5 / 52 of 62; 4 events on 200 points (points not counted)"
@@ -48,7 +48,7 @@ def test_halumem_columns_come_from_the_same_system_and_ablation():
 
 
 def _halumem(system: str, ablation: str, sessions: int, correct: float) -> dict:
-    return {"metadata": {"system": system, "ablation": ablation, "overrides": [], "input_files": {"benchmark.path": "e119" + "0" * 60}},
+    return {"metadata": {"system": system, "ablation": ablation, "overrides": [], "input_files": {"benchmark.path": "ab" * 32}},
             "counts": {"questions": 2 * sessions, "sessions_added": sessions}, "failures": {"rows": 1, "ingest_turns": 0},
             "updating": {"correct": {"mean": correct}}, "qa": {"correct": {"mean": correct}}}  # fmt: skip
 
@@ -58,7 +58,7 @@ def test_halumem_cells_pair_rows_over_the_same_sessions_only():
     runs = {"halumem": [_halumem("rag", "none", 25, 0.5), _halumem("rag", "oracle_facts", 25, 0.6),
                         _halumem("mosaic", "oracle_extractor", 25, 0.7), _halumem("mosaic", "none", 10, 0.2)]}  # fmt: skip
     rows = {r["row"]: r for r in decomposition_rows(runs, lambda m: "")}
-    assert {r["HaluMem data"] for name, r in rows.items() if name != "MOSAIC, model extractor"} == {"25 sessions, 50 q, file e1190000"}
+    assert {r["HaluMem data"] for name, r in rows.items() if name != "MOSAIC, model extractor"} == {"25 sessions, 50 q, file abababab"}
     assert rows["MOSAIC, model extractor"]["HaluMem data"] == "" and rows["MOSAIC, model extractor"]["HaluMem QA correct / halluc. / omission"] == ""
 
 

@@ -50,7 +50,7 @@ def _repo_with_code_docs_and_prompts(tmp_path, monkeypatch):
 
 
 def test_docs_readme_and_test_edits_keep_the_code_identity_committed_or_not(tmp_path, monkeypatch):
-    """Issue 40 item 9: a README-only commit made a half-finished run refuse to resume (CodeChangedError)."""
+    """A README-only commit made a half-finished run refuse to resume (CodeChangedError)."""
     _repo_with_code_docs_and_prompts(tmp_path, monkeypatch)
     started = provenance.code_version()
     (tmp_path / "README.md").write_text("# readme, edited\n")

@@ -1,4 +1,4 @@
-"""Issue 18's conversation rows: the Hydra sweep runs exactly the folders the single commands do, and a
+"""The conversation rows: the Hydra sweep runs exactly the folders the single commands do, and a
 finished (or stopped) row is published once, checked, with its lock files left behind."""
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ from eval.rows import SCORED_ROW_FIELD, JsonlRows, read_rows, row_sha256, scores
 
 
 def test_read_rows_skips_any_damaged_line_naming_file_and_line(tmp_path, caplog):
-    """Issue 40 item 3: a reader crashed with a bare JSONDecodeError (no file, no line) where the runner recovers."""
+    """A reader crashed with a bare JSONDecodeError (no file, no line) where the runner recovers."""
     path = tmp_path / "predictions.jsonl"
     path.write_bytes(b'{"key": "a"}\n{"key": "b", "x"\n\xff\xfe not utf-8\n[1, 2]\n{"key": "c"}\n{"key": "d", "tor')
     caplog.set_level("WARNING")

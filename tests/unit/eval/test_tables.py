@@ -1,4 +1,4 @@
-"""Table rows say what they measure (issue 40, items 11, 12, 13's display side, 14).
+"""Table rows say what they measure.
 
 - the MemGPT adapter in ``ingest_mode=archival`` is rag through Letta's archival store with the harness's
   answerer: its label says so in every table, and differs from MemGPT's agent row;
@@ -12,8 +12,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from eval.benchmarks.conflict import conflict_table
-from eval.benchmarks.conflict import headline_table as conflict_headline
+from eval.benchmarks.conflict.table import conflict_table
+from eval.benchmarks.conflict.table import headline_table as conflict_headline
 from eval.benchmarks.halumem.table import make_table as halumem_table
 from eval.benchmarks.locomo import headline_table as locomo_headline
 from eval.benchmarks.locomo import locomo_table

@@ -464,7 +464,7 @@ def _conflict_run(**extra) -> dict:
 
 
 def test_conflict_tables_keep_the_papers_value_off_this_projects_suite_and_say_no_signal_alike():
-    from eval.benchmarks.conflict import PAPER_SUITE, conflict_table, headline_table
+    from eval.benchmarks.conflict.table import PAPER_SUITE, conflict_table, headline_table
 
     full = conflict_table([_conflict_run()])
     paper_rows = [row for row in full.index if row.startswith("paper:")]

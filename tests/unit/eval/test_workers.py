@@ -212,7 +212,8 @@ def test_row_file_appends_whole_lines_under_threads(tmp_path):
 def test_conflict_cases_at_4_workers_each_restore_their_own_snapshot(tmp_path):
     from eval.benchmarks.conflict import ConflictBenchmark
     from eval.context import RunContext
-    from tests.unit.eval.benchmarks.test_conflict_suite import MINI, ScriptedMemory, _Embedder
+    from tests.unit.eval.benchmarks.conflict.test_conflict_benchmark import ScriptedMemory, _Embedder
+    from tests.unit.eval.benchmarks.conflict.test_conflict_suite import MINI
 
     class ThreadSafeScripted(ScriptedMemory):
         parallel_namespaces = True

@@ -1,4 +1,4 @@
-"""Issue 19's batched write path with scripted LLMs: one conflict call judges a group's checks
+"""The batched write path with scripted LLMs: one conflict call judges a group's checks
 (``conflict.batch``), and a session's turns are written in groups (``extract.turns_per_call``)."""
 
 from __future__ import annotations
@@ -9,12 +9,8 @@ from functools import partial
 import pytest
 
 from core.api import Turn
-from mosaic.conflict import (
-    ConflictDetector,
-    batch_label_distributions,
-    build_nli_batch_messages,
-    build_nli_messages,
-)
+from mosaic.conflict import ConflictDetector
+from mosaic.conflict_judgement import build_nli_messages
 from mosaic.entity import Entity
 from mosaic.extract import EntityExtractor
 from mosaic.memory import MosaicMemory
@@ -52,14 +48,6 @@ UNKNOWN = {"false": 0.1, "unknown": 0.8, "true": 0.1}
 WATER = Entity("n1", "Riders may skip carrying water on summer rides.", "persona", session_time="2024-02-01")
 NOAH = Entity("n2", "Noah Berg joined the Sunday group ride alone, without a parent.", "event", session_time="2024-02-01")
 
-
-def test_labels_are_read_per_check_in_order_and_a_missing_line_is_unjudged():
-    llm = BatchLogprobLLM([FALSE, UNKNOWN])
-    result = llm.chat([{"role": "user", "content": "x"}], top_logprobs=5)
-    first, second, third = batch_label_distributions(result.logprobs, result.text, 3)
-    assert first["false"] == pytest.approx(0.9) and second["unknown"] == pytest.approx(0.8) and third is None
-    no_logprobs = batch_label_distributions(None, "1. unknown\n2. false", 2)
-    assert [max(d, key=d.get) for d in no_logprobs] == ["unknown", "false"]
 
 
 def test_a_group_is_judged_in_one_call_with_one_label_each():
@@ -122,19 +110,6 @@ def test_an_unparsed_check_is_counted_and_decides_nothing():
     assert len(decided[0]) == 1 and decided[1] == [] and detector.stats["batch_unparsed"] == 1
 
 
-def test_the_batched_prompt_has_a_fixed_prefix():
-    a = build_nli_batch_messages([(["fact a"], "new a"), (["fact b"], "new b")])
-    b = build_nli_batch_messages([(["fact c", "fact d"], "new c"), (["fact e"], "new e"), (["fact f"], "new f")])
-    assert a[:-1] == b[:-1] and a[-1] != b[-1] and a[2]["content"].startswith("1. ")
-
-
-def test_no_answer_position_of_the_batched_examples_always_holds_one_label():
-    """The worked examples' answers, read back by the label reader, differ at the first position across
-    examples: examples that all open on "false" teach the model to open on "false" (9495b5c)."""
-    messages = build_nli_batch_messages([(["fact a"], "new a"), (["fact b"], "new b")])
-    answers = [m["content"] for m in messages[1:-1] if m["role"] == "assistant"]
-    labels = [[max(d, key=d.get) for d in batch_label_distributions(None, a, a.count("\n") + 1)] for a in answers]
-    assert len({first for first, *_ in labels}) > 1 and all(len(set(group)) > 1 for group in labels)
 
 
 def test_batch_needs_nli_without_explanations():
@@ -233,7 +208,7 @@ def _write_two_sessions(mem: MosaicMemory) -> list:
 
 
 def test_extraction_ahead_sends_the_same_requests_and_writes_the_same_memory(tmp_path):
-    """Issue 41: ``extract.concurrent_calls`` > 1 makes a session's extraction calls first, several at a time.
+    """``extract.concurrent_calls`` > 1 makes a session's extraction calls first, several at a time.
     Every request (prompt with its previous turn, schema, max_tokens) equals one-by-one writing's, and so do
     the memory, the events and the usage each add reports; only the order of calls changes."""
     serial, serial_llm = _ahead_mem(tmp_path / "serial", 1)

@@ -7,15 +7,14 @@ import math
 import numpy as np
 import pytest
 
-from mosaic.conflict import (
+from mosaic.conflict import ConflictDetector
+from mosaic.conflict_judgement import (
     REVISE_FEW_SHOT,
     REVISE_SYSTEM_PROMPT,
     SUPERSEDE_FEW_SHOT,
     SUPERSEDE_SYSTEM_PROMPT,
-    ConflictDetector,
     yes_probability,
 )
-from mosaic.conflict import build_nli_messages, digit_distribution, label_distribution
 from mosaic.entity import Entity
 from mosaic.graph import MemoryGraph
 from core.quantities import mask_numbers, numeric_clash, quantities
@@ -187,20 +186,6 @@ def test_empty_memory_costs_nothing():
     assert llm.requests == [] and detector.stats["no_candidates"] == 1
 
 
-def test_distributions_parse_logprobs_and_fall_back_to_text():
-    lp = [{"token": "false", "top_logprobs": [{"token": "false", "logprob": math.log(0.6)}, {"token": "unknown", "logprob": math.log(0.2)},
-                                             {"token": "True", "logprob": math.log(0.1)}, {"token": "maybe", "logprob": math.log(0.1)}]}]  # fmt: skip
-    dist = label_distribution(lp, "false")
-    assert dist["false"] == pytest.approx(0.6 / 0.9) and dist["true"] == pytest.approx(0.1 / 0.9)
-    assert label_distribution(None, "unknown") == {"true": 0.0, "false": 0.0, "unknown": 1.0}
-    assert digit_distribution(None, "2", 3) == {2: 1.0}
-    assert digit_distribution(None, "9", 3) == {0: 1.0}  # out of range: treated as "none"
-
-
-def test_prompt_prefix_is_shared_across_calls():
-    a = build_nli_messages(["fact a"], "new a")
-    b = build_nli_messages(["fact b", "fact c"], "new b")
-    assert a[:-1] == b[:-1] and a[-1] != b[-1]
 
 
 def test_revise_mode_asks_which_fact_is_out_of_date_and_supersedes_the_picked_one():

@@ -3,74 +3,12 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime
 
 import pytest
 
-from mosaic.extract import EntityExtractor, parse_session_time, prerequisite_pairs, resolve_time
+from mosaic.extract import EntityExtractor, prerequisite_pairs
 from core.api import Turn
 from tests.fakes import FakeLLM
-
-SESSION = parse_session_time("1:56 pm on 8 May, 2023")  # a Monday
-
-
-@pytest.mark.parametrize(
-    "phrase, iso",
-    [
-        ("yesterday", "2023-05-07"),
-        ("Today", "2023-05-08"),
-        ("3 days ago", "2023-05-05"),
-        ("two weeks ago", "week of 2023-04-24"),
-        ("a month ago", "2023-04"),
-        ("last week", "week of 2023-05-01"),
-        ("next month", "2023-06"),
-        ("last year", "2022"),
-        ("last Friday", "2023-05-05"),
-        ("last Monday", "2023-05-01"),
-        ("next Monday", "2023-05-15"),
-        ("last weekend", "weekend of 2023-05-06"),
-        ("in 2 weeks", "week of 2023-05-22"),
-        ("7 May 2022", "2022-05-07"),
-        ("May 2021", "2021-05"),
-        ("2019", "2019"),
-        ("on 20 April", "2023-04-20"),
-    ],
-)
-def test_relative_and_absolute_times_resolve_against_the_session(phrase, iso):
-    resolved = resolve_time(phrase, SESSION)
-    assert resolved is not None and resolved.iso == iso
-
-
-@pytest.mark.parametrize(
-    "said, parsed",
-    [
-        ("1:56 pm on 8 May, 2023", datetime(2023, 5, 8, 13, 56)),  # LoCoMo's form
-        ("2024-01-31T09:05:00", datetime(2024, 1, 31, 9, 5)),
-        ("2024-01-31", datetime(2024, 1, 31)),
-        ("not a date at all", None),
-        ("", None),
-        (None, None),
-    ],
-)
-def test_session_times_parse_in_locomo_and_iso_forms(said, parsed):
-    assert parse_session_time(said) == parsed
-
-
-@pytest.mark.parametrize(
-    "phrase, iso",
-    [("a few days ago", "2023-05-05"), ("couple of weeks ago", "week of 2023-04-24"), ("several years ago", "2020"),
-     ("twelve days ago", "2023-04-26"), ("in a few days", "2023-05-11")],
-)
-def test_count_words_come_from_core_quantities(phrase, iso):
-    resolved = resolve_time(phrase, SESSION)
-    assert resolved is not None and resolved.iso == iso
-
-
-def test_unresolvable_phrases_give_none():
-    assert resolve_time("someday", SESSION) is None
-    assert resolve_time("yesterday", None) is None
-    assert resolve_time("", SESSION) is None
-
 
 def _turn(text: str = "I went to a support group yesterday. It was powerful.") -> Turn:
     return Turn("D1:3", "Caroline", text)
@@ -168,12 +106,12 @@ def test_default_extraction_has_no_held_facts_or_clash_field():
         EntityExtractor(llm, held_facts=-1)
 
 
-# ----------------------------------------------------------------------------- rows output format (issue 41)
+# ----------------------------------------------------------------------------- rows output format
 def test_rows_format_yields_the_same_entities_as_the_object_format_from_the_same_facts():
     """output_format=rows asks for each fact as a positional list; parsed back, the same facts give the same
     entities, counts and drops as the object format (the list order is FIELDS), and a list of the wrong
     length is dropped and counted like any malformed fact. Invented text (a pottery class)."""
-    from mosaic.extract import FIELDS, as_row
+    from mosaic.extract_prompts import FIELDS, as_row
 
     objects = [
         {"fact": "Ines started a pottery class yesterday", "type": "event", "who": "I", "attr": "hobby",
@@ -206,7 +144,7 @@ def test_rows_format_is_refused_where_a_prompt_names_fields_and_unknown_formats_
         EntityExtractor(llm, output_format="rows", turns_per_call=2)
 
 
-# ----------------------------------------------------------------------------- oracle extractor (issue 39)
+# ----------------------------------------------------------------------------- oracle extractor
 def _no_llm(messages, schema):
     raise AssertionError("the oracle extractor must not call the LLM")
 

@@ -1,18 +1,17 @@
-"""Group extraction (write-cost variant, issue 19): consecutive turns of one session in one LLM call,
+"""Group extraction (write-cost variant): consecutive turns of one session in one LLM call,
 each fact naming its message, split back to its turn and cleaned as a single turn's facts are.
 Invented text (a bakery and a garden)."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-import jsonschema
 import pytest
 
 from core.api import Turn
 from core.llm import LLMError
-from mosaic.extract import GROUP_FEW_SHOT, EntityExtractor, _entity_id, group_extraction_schema
+from mosaic.extract import EntityExtractor, _entity_id
+from mosaic.extract_prompts import group_extraction_schema
 from tests.fakes import FakeLLM
 
 SESSION = "1:56 pm on 8 May, 2023"
@@ -155,16 +154,3 @@ def test_turns_per_call_is_validated():
     with pytest.raises(ValueError, match="held_facts"):
         EntityExtractor(llm, turns_per_call=2, held_facts=3)
     assert EntityExtractor(llm).turns_per_call == 1 and EntityExtractor(llm).extract_group([]) == []
-
-
-def test_the_worked_example_splits_into_several_facts_none_and_one():
-    """The group prompt's own example, fed back as the model's reply, is valid under the group schema and
-    splits into two facts for the first message, none for the thanks and one for the third: the example
-    shows a dense message yielding several facts (one fact per message taught the model to stop at one)."""
-    example_user, example_reply = GROUP_FEW_SHOT
-    reply = json.loads(example_reply["content"])
-    jsonschema.validate(reply, group_extraction_schema(3, 3))
-    lines = example_user["content"].split("\n")[1:]
-    turns = [Turn(f"D1:{i}", line.split(" from ")[1].split(":")[0], line.split(": ", 1)[1]) for i, line in enumerate(lines, start=1)]
-    results = EntityExtractor(FakeLLM(lambda m, s: reply), turns_per_call=3).extract_group(turns, "2023-05-08")
-    assert [len(r.entities) for r in results] == [2, 0, 1]

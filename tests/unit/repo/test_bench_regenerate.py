@@ -1,5 +1,5 @@
 """results/bench comparison files built from published runs only (no LLM) are what their commands give today:
-generate-and-compare (issue 55, item 13: compare_halumem_eval_slice.md had gone stale)."""
+generate-and-compare (compare_halumem_eval_slice.md had gone stale once)."""
 
 from __future__ import annotations
 

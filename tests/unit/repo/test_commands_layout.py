@@ -1,4 +1,4 @@
-"""The house rules for commands (issue 42): no module edits ``sys.path`` (commands run as ``python -m``
+"""The house rules for commands: no module edits ``sys.path`` (commands run as ``python -m``
 from the repository root, so the checkout's packages import plainly), and no user command under scripts/
 (nor a research tool) imports a command under scripts/: shared code lives in the packages."""
 

@@ -5,7 +5,7 @@ run time and by nothing else: its contexts, probes and description must not appe
 eval/, baselines/, scripts/, research/, conf/, core/, tests/, docs/ or the README (prompts, docstrings,
 fixtures, unit tables, prose). LoCoMo's evaluation conversation (conv-49 of data/locomo10.json: its turns,
 image captions, questions and answers) is guarded the same way, read here from the data file.
-The same holds for HaluMem's evaluation user (data/halumem-pilot/halumem_medium_user3.jsonl, issue 39):
+The same holds for HaluMem's evaluation user (data/halumem-pilot/halumem_medium_user3.jsonl):
 its persona, dialogues, memory points, questions and answers are read here, inside the test, and never
 printed; the test is skipped only where the file was not fetched (python -m scripts.download_data).
 Text is compared as lowercase alphanumeric words, so a copy that changes case, punctuation,
@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from eval.benchmarks.conflict_suite import load_suite
+from eval.benchmarks.conflict.suite import load_suite
 from tests.conftest import REPO
 
 SUITES = REPO / "data" / "conflicts"

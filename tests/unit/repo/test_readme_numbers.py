@@ -1,4 +1,4 @@
-"""The README quotes published files only (issue 40, item 10; issue 42, item 5).
+"""The README quotes published files only.
 
 What counts as a number that needs a source: outside fenced code blocks and inline code, every standalone
 decimal (``46.0``; not part of a name or version such as ``Qwen2.5`` or ``0.11.7``, not glued to a unit such as
@@ -81,7 +81,7 @@ PYTHON_COMMAND = re.compile(r"python3? (?!-[mc]\s)(?!run\.py\b)(\S+)")
 
 
 def test_python_commands_have_one_form():
-    """Issue 42: the README and docs/ name every Python command as ``python -m <package>.<name>`` (run.py, the Hydra
+    """The README and docs/ name every Python command as ``python -m <package>.<name>`` (run.py, the Hydra
     entry point, as ``python run.py``); results_history.md keeps the commands of removed scripts as they were run."""
     assert PYTHON_COMMAND.findall("python -m scripts.make_tables; python run.py x; python scripts/make_tables.py") == ["scripts/make_tables.py"]
     docs = [README, *sorted((REPO / "docs").glob("*.md"))]

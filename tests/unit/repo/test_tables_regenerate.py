@@ -1,4 +1,4 @@
-"""The committed tables are what the published runs give today: generate-and-compare (issue 55, item 10).
+"""The committed tables are what the published runs give today: generate-and-compare.
 
 ``python -m scripts.make_tables`` builds results/tables/ from results/published/ and the scaling benchmark's
 files; this test builds them again into a temporary folder and requires every committed file to be the

@@ -1,4 +1,4 @@
-"""Tests that could not fail or never ran (issue 40, item 15): the MemGPT tests never skip when the
+"""Tests that could not fail or never ran: the MemGPT tests never skip when the
 Letta server's venv is missing; their fixture builds it (as system=memgpt does on first use) or fails."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Unit tests mirror the packages (issue 42, item 6): the test of ``mosaic/conflict.py`` is
+"""Unit tests mirror the packages: the test of ``mosaic/conflict.py`` is
 ``tests/unit/mosaic/test_conflict.py``, so a mechanism's test is found by its path. No test file lies
 directly in tests/unit/ (the flat layout coming back), every folder under it but repo/ (repository-wide
 checks) is a package folder of the checkout, and no two test files share a name: the test folders have

@@ -26,7 +26,7 @@ def test_small_mode_writes_scaling_json_and_plots(tmp_path):
         assert row["ncs_ms_per_update"] * 3 < row["full_ms_per_update"], row
         assert row["mean_rescored_nodes"] < row["n_nodes"] / 2, row
         assert row["top10_agreement_vs_full"] >= 0.9, row  # published: 1.0 at every size
-        # push, refresh and community costs separately and amortised (issue 19 part 2)
+        # push, refresh and community costs separately and amortised
         for key in ("refresh_ms", "refresh_interval_writes", "refresh_ms_amortised", "leiden_rerun_ms", "community_ms_amortised"):
             assert row[key] >= 0
         assert row["refresh_ms_amortised"] == pytest.approx(row["refresh_ms"] / row["refresh_interval_writes"])

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from eval.benchmarks.conflict_suite import EVAL_SUITE_FINGERPRINTS, load_suite
+from eval.benchmarks.conflict.suite import EVAL_SUITE_FINGERPRINTS, load_suite
 from tests.conftest import REPO
 
 SUITES = REPO / "data" / "conflicts"

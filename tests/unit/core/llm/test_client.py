@@ -204,7 +204,7 @@ def test_cache_entries_from_before_checksums_stay_hits_and_are_checksummed_on_fi
 
 
 def test_retry_policy_samples_a_new_reproducible_attempt_and_a_replay_pays_nothing(server, tmp_path):
-    """Issue 40 item 13: at temperature 0 llama.cpp decodes greedily, so a retry with only another seed writes the same
+    """At temperature 0 llama.cpp decodes greedily, so a retry with only another seed writes the same
     loop again. A RetryPolicy's retry keeps the first request as it was (cached replies replay) and asks again at a
     small temperature with a fixed seed; the first try's fault is remembered, so a resumed run pays for neither try."""
     from core.llm import GuardedLLM, RetryPolicy

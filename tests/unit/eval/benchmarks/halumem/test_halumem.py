@@ -606,7 +606,7 @@ def test_a_resumed_user_searches_in_the_state_an_uninterrupted_run_had(tmp_path)
 
 
 def test_failed_verdicts_are_counted_and_only_they_are_redone_on_resume(tmp_path):
-    """Issue 40 item 7: rows whose LLM call failed were final (a short outage became a permanent result)."""
+    """Rows whose LLM call failed were final (a short outage became a permanent result)."""
     from eval.rows import read_rows
 
     def qa_outage(messages, schema):
@@ -624,7 +624,7 @@ def test_failed_verdicts_are_counted_and_only_they_are_redone_on_resume(tmp_path
 
 
 def test_a_data_file_edited_after_the_run_started_is_refused_before_any_row(tmp_path):
-    """Issue 40 item 1, for HaluMem: parsed bytes are checked against the run folder's identity."""
+    """Parsed bytes are checked against the run folder's identity."""
     from eval.provenance import InputChangedError, read_hashed
 
     data = tmp_path / "HaluMem-Medium.jsonl"
@@ -635,7 +635,7 @@ def test_a_data_file_edited_after_the_run_started_is_refused_before_any_row(tmp_
     with pytest.raises(InputChangedError, match=rf"{data} changed"):
         HaluMemBenchmark(path=str(data), bootstrap_samples=50).run(KeywordMemory(), ctx)
     assert not (tmp_path / "run").exists() or not list((tmp_path / "run").glob("*.jsonl"))
-# ----------------------------------------------------------------------------- oracle facts and update links (issue 39)
+# ----------------------------------------------------------------------------- oracle facts and update links
 def _point(index: int, content: str, update_of: tuple[str, ...] = (), source: str = "secondary"):
     from eval.benchmarks.halumem.data import MemoryPoint
 

@@ -541,7 +541,7 @@ def test_a_run_killed_in_its_ingest_still_says_what_each_finished_session_cost(t
     assert ingest_cost(run_dir)["all"]["turns"] == 7  # (metrics.json, which marks a run finished, is the runner's)
 
 
-# -- oracle facts (issue 39) -------------------------------------------------------------------
+# -- oracle facts -------------------------------------------------------------------
 def with_observations(data: list[dict]) -> list[dict]:
     """tiny_locomo with LoCoMo-shaped session observations: {speaker: [[fact, evidence], ...]} per session."""
     data[0]["observation"] = {
@@ -604,7 +604,7 @@ def test_oracle_switches_need_a_benchmark_that_attaches_gold_facts():
     assert any("system.source=oracle" in p for p in problems(cfg({"source": "oracle"}, None)))
     assert problems(cfg({"extract": {"source": "oracle"}}, True)) == [] and problems(cfg({"source": "turns"}, False)) == []
     other = OmegaConf.create({"system": {"extract": {"source": "oracle"}}, "benchmark": {
-        "_target_": "eval.benchmarks.conflict_suite.SuiteCase", "name": "other", "oracle_facts": True}})
+        "_target_": "eval.benchmarks.conflict.suite.SuiteCase", "name": "other", "oracle_facts": True}})
     assert any("benchmark 'other' ships no gold facts" in p for p in problems(other))
     conflict = OmegaConf.create({"system": {"extract": {"source": "oracle"}}, "benchmark": {
         "_target_": "eval.benchmarks.conflict.ConflictBenchmark", "name": "conflict", "oracle_facts": True}})

@@ -1,4 +1,4 @@
-"""Issue 42: every published LoCoMo run folder re-aggregates to the metrics it was published with, using
+"""Every published LoCoMo run folder re-aggregates to the metrics it was published with, using
 today's code: its rows (predictions.jsonl, judgements.jsonl) and its own config (convention, bootstrap
 samples, seed) give the same overall and per-category cells, CIs included. A refactor that changes how rows
 are scored, paired or bootstrapped fails here. Fields added since (the cluster interval, conversations counted)

@@ -1,5 +1,5 @@
 """Conflict suites in the oracle studies: each turn is its own gold fact, and a probe names its labelled partners for
-the gold judge (eval/benchmarks/conflict.py ``oracle_facts`` / ``oracle_conflicts``). Hand-written suite."""
+the gold judge (eval/benchmarks/conflict/benchmark.py ``oracle_facts`` / ``oracle_conflicts``). Hand-written suite."""
 
 from __future__ import annotations
 
@@ -7,8 +7,9 @@ from functools import partial
 
 import pytest
 
-from eval.benchmarks.conflict import ConflictBenchmark, as_own_fact
-from eval.benchmarks.conflict_suite import parse_suite
+from eval.benchmarks.conflict import ConflictBenchmark
+from eval.benchmarks.conflict.benchmark import as_own_fact
+from eval.benchmarks.conflict.suite import parse_suite
 from mosaic.conflict import ConflictDetector
 from mosaic.extract import EntityExtractor
 from mosaic.memory import MosaicMemory
@@ -48,7 +49,7 @@ def test_gold_partners_need_oracle_facts(tmp_path):
 
 
 def test_gold_judge_rows_stay_out_of_the_headline_view():
-    from eval.benchmarks.conflict import headline_table
+    from eval.benchmarks.conflict.table import headline_table
 
     run = {"suite": "garden", "detection_rate": {"mean": 1.0}, "metadata": {"system": "mosaic", "ablation": "oracle_judge"}}
     assert headline_table([{**run, "oracle_conflicts": True}]).empty
