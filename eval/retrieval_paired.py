@@ -3,7 +3,7 @@ any-hit@k, NDCG) overall and per category (LoCoMo) or question type (HaluMem), a
 recall at each token budget, each with the per-question interval and the one over clusters (conversations, users)
 then questions within them, paired within the resampled clusters (``eval.compare.paired_difference``).
 
-Why: a run cannot know its base while it runs (the base is another run: rag over the same oracle facts, issue 39's
+Why: a run cannot know its base while it runs (the base is another run: rag over the same oracle facts, the
 decomposition), so the differences are computed afterwards from both runs' stored ranked ids, with no LLM, and
 written beside the run's own metrics (``scripts.add_fields``); the tables compute the same cells from the same rows.
 """

@@ -27,7 +27,7 @@ from eval.rows import read_rows
 from eval.tables import row_label
 
 # The row every other is compared with: rag over the same gold facts MOSAIC's oracle extractor receives
-# (issue 39's decomposition), so a difference is what MOSAIC's organisation adds over flat retrieval.
+# (the extractor-vs-organisation decomposition), so a difference is what MOSAIC's organisation adds over flat retrieval.
 BASE_ROW = ("rag", "oracle_facts")
 HEADLINE_K = 10
 LEVEL = "turn"
