@@ -486,8 +486,9 @@ def mem0_stores(folder: Path) -> list[dict[str, Any]]:
 
 
 def _edge_status(edge: dict[str, Any]) -> str:
-    """graphiti's two end marks: ``expired_at`` (it stopped believing the edge: a later fact superseded it) and
-    ``invalid_at`` (when the fact stopped holding; an edge can arrive with one, as history, and stay believed)."""
+    """graphiti's two end marks: ``expired_at`` (when it stopped believing the edge: a contradicting edge superseded
+    it, or it arrived with an end date) and ``invalid_at`` (when the fact stopped holding). graphiti-core 0.31 sets
+    both together; an end date without an expiry is shown as "ended", not as current."""
     return "expired" if edge.get("expired_at") else "ended" if edge.get("invalid_at") else "current"
 
 

@@ -117,13 +117,14 @@ def test_zep_edges_show_current_expired_and_ended_with_the_edge_that_expired_the
     assert len(data["damaged"]) == 1 and f"{path} line 2" in data["damaged"][0]  # the torn line, named
     (store,) = data["stores"]
     by_id = {row[0]: dict(zip(store["head"], row)) for row in store["rows"]}
-    assert list(by_id) == ["z-old", "z-new", "z-job"] and store["status_col"] == store["head"].index("status")
+    assert list(by_id) == ["z-old", "z-new", "z-job", "z-trip"] and store["status_col"] == store["head"].index("status")
     old, new, ended = by_id["z-old"], by_id["z-new"], by_id["z-job"]
     assert (old["status"], old["invalid at"], old["expired at"]) == ("expired", "2023-06-01T00:00:00+00:00", "2026-12-07T10:00:00+00:00")
     assert old["expired by (the edge that made graphiti expire it)"] == f"\u201c{ZEP_ODD_FACT + XSS}\u201d (z-new)"
     assert new["status"] == "current" and new["fact"] == ZEP_ODD_FACT + XSS  # text as written; the page escapes it
     assert new["expired (edges this one made graphiti expire)"] == "expired: \u201cAnn lives in Bergen\u201d (z-old)"
     assert (ended["status"], ended["expired by (the edge that made graphiti expire it)"]) == ("ended", "")
+    assert (by_id["z-trip"]["status"], by_id["z-trip"]["expired by (the edge that made graphiti expire it)"]) == ("expired", "")
     assert view_main([str(run), "--out", str(tmp_path / "p.html")]) == 0
     page = (tmp_path / "p.html").read_text()
     assert XSS not in page and "Ann lives in Bergen" in page

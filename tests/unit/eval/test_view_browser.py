@@ -134,9 +134,9 @@ def test_zep_edges_filter_by_status_and_their_text_stays_text(runs):
     out = runs["root"] / "zep.html"
     assert view_main([str(run), "--out", str(out)]) == 0
     page, dom = _page(out, "view=memory&m0group=expired")
-    assert {k for k, shown in page.rows.items() if shown} == {"z-old"} and "expired by (the edge that made graphiti expire it)" in dom
+    assert {k for k, shown in page.rows.items() if shown} == {"z-old", "z-trip"} and "expired by (the edge that made graphiti expire it)" in dom
     page, dom = _page(out, "view=memory&m0open=z-new")  # the edge whose fact is markup, opened
-    assert set(page.rows) == {"z-old", "z-new", "z-job"} and 'data-detail-of="z-new"' in dom
+    assert set(page.rows) == {"z-old", "z-new", "z-job", "z-trip"} and 'data-detail-of="z-new"' in dom
     assert page.images == 0 and "pwned" not in page.title and "&lt;b&gt;Oslo&lt;/b&gt;" in dom and XSS not in dom
 
 def test_a_full_locomo_sized_run_opens_in_under_two_seconds(tmp_path):
