@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import json
 import logging
 import os
 import re
@@ -39,6 +40,7 @@ from typing import Any, Callable, Literal, Mapping
 
 from baselines.zep_graphiti import MINILM_DIMS, graphiti_clients, graphiti_llm_client
 from core.api import AddReport, ConflictEvent, Retrieved, StoredItem, Turn
+from core.atomic import write_text_atomic
 from core.llm import RetryPolicy, retry_policy, usage_since
 from core.llm.library_tap import LibraryLLMTap
 from core.servers import FalkorDBServer
@@ -48,6 +50,9 @@ log = logging.getLogger(__name__)
 
 ROW_LABEL = "Zep (graphiti-core {version}, self-hosted)"
 RERANKER = "embedding-cosine (local MiniLM; graphiti's BGE reranker needs a hub download)"
+# <workdir>/zep_edges/<group>.jsonl: each namespace's entity edges as they stood after its last write (the graph
+# itself lives in FalkorDB, which nothing reads back once the run's server is gone; eval/view shows this copy).
+EDGES_FOLDER = "zep_edges"
 
 # Where graphiti's temporal invalidations during one add_episode are recorded.
 _INVALIDATIONS: contextvars.ContextVar[list["EdgeInvalidation"] | None] = contextvars.ContextVar("zep_invalidations", default=None)
@@ -177,6 +182,7 @@ class _Space:
     group: str
     graphiti: Any
     episode_turns: dict[str, str] = field(default_factory=dict)  # episode uuid -> turn id
+    expired_by: dict[str, str] = field(default_factory=dict)  # expired edge uuid -> the edge that made graphiti expire it
 
 
 @dataclass(frozen=True)
@@ -352,6 +358,7 @@ class ZepMemory:
             report.merge(turn_report)
         self._add_seconds += time.perf_counter() - started
         self._turns_ingested += len(turns)
+        self.write_edges(space)
         report.usage = usage_since(before, self.tap.usage)
         report.n_turns = len(turns)
         return report
@@ -380,6 +387,9 @@ class ZepMemory:
         finally:
             _INVALIDATIONS.reset(token)
         space.episode_turns[str(result.episode.uuid)] = turn.turn_id
+        for inv in invalidations:  # graphiti stores no link from an expired edge to the edge that caused it
+            expired, by = (inv.held_edge_uuid, inv.new_edge_uuid) if inv.kind == "held_edge_expired" else (inv.new_edge_uuid, inv.held_edge_uuid)
+            space.expired_by[expired] = by
         report = invalidations_to_report(invalidations, [turn.turn_id], lambda uuids: self._turn_ids(space, uuids))
         new_uuid = str(result.episode.uuid)
         for edge in result.edges:
@@ -439,6 +449,27 @@ class ZepMemory:
         space = self._space(namespace)
         edges = self._run(EntityEdge.get_by_group_ids(space.graphiti.driver, [space.group]))
         return [StoredItem(str(e.uuid), str(e.fact), self._turn_ids(space, list(e.episodes or []))) for e in edges]
+
+    def write_edges(self, space: _Space) -> Path:
+        """Every entity edge of the namespace's graph, current or expired, one JSON line each (fact, relation, valid_at,
+        invalid_at, expired_at, created_at, source turns, ``expired_by``: the edge that caused its expiry, when this
+        adapter saw it and that edge is still in the graph), replacing the namespace's file in one step."""
+        from graphiti_core.edges import EntityEdge
+
+        edges = sorted(self._run(EntityEdge.get_by_group_ids(space.graphiti.driver, [space.group])), key=lambda e: (e.created_at, str(e.uuid)))
+        held = {str(e.uuid) for e in edges}
+        lines = []
+        for e in edges:
+            by = space.expired_by.get(str(e.uuid)) if e.expired_at is not None or e.invalid_at is not None else None
+            lines.append(json.dumps({
+                "uuid": str(e.uuid), "group": space.group, "relation": e.name, "fact": e.fact, "valid_at": _iso(e.valid_at),
+                "invalid_at": _iso(e.invalid_at), "expired_at": _iso(e.expired_at), "created_at": _iso(e.created_at),
+                "episodes": list(e.episodes or []), "source_turn_ids": self._turn_ids(space, list(e.episodes or [])),
+                "expired_by": by if by in held else None,
+            }, ensure_ascii=False) + "\n")  # fmt: skip
+        path = self.workdir / EDGES_FOLDER / f"{space.group}.jsonl"
+        write_text_atomic(path, "".join(lines))
+        return path
 
     # -- cost -------------------------------------------------------------------------
     def metrics(self) -> dict[str, Any]:

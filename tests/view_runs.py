@@ -1,7 +1,7 @@
 """Run folders written for the viewer's tests, shaped as eval.runner and the benchmarks write them.
 
 Each is small and made up (no dataset text): a LoCoMo run with its own little dataset file, a conflict-suite
-run with its suite, a HaluMem run with text, a MOSAIC memory store. ``locomo_run(n=2000)`` is the
+run with its suite, a HaluMem run with text, a MOSAIC memory store, a Zep edges file. ``locomo_run(n=2000)`` is the
 full-LoCoMo-sized run the open-time test uses.
 """
 
@@ -136,4 +136,29 @@ def mosaic_store(folder: Path) -> Path:
              "rejected": []}  # fmt: skip
     path = folder / "system" / "mosaic" / "locomo_conv-t.json"
     MemoryStore(path).save(state)
+    return path
+
+
+ZEP_ODD_FACT = 'Ann "moved" to <b>Oslo</b>\nfrom Bergen \u00e9'
+
+
+def zep_edges(folder: Path, damaged: bool = False) -> Path:
+    """A Zep edges file under <run>/system/zep_edges/, shaped as baselines.zep writes it: an edge graphiti expired
+    (invalid_at, expired_at and the edge that caused it), the current edge that did (markup and quotes in its fact),
+    an edge that arrived with an end date (graphiti expires it at once; nothing expired it) and one with an end date
+    but no expiry (shown as ended). ``damaged``: a torn line after the first."""
+    def edge(uuid: str, fact: str, valid: str, invalid: str | None, expired: str | None, by: str | None, turn: str) -> dict[str, Any]:
+        return {"uuid": uuid, "group": "locomo_conv-t", "relation": "LIVES_IN", "fact": fact, "valid_at": valid, "invalid_at": invalid,
+                "expired_at": expired, "created_at": valid, "episodes": [f"ep-{turn}"], "source_turn_ids": [turn], "expired_by": by}  # fmt: skip
+
+    rows = [edge("z-old", "Ann lives in Bergen", "2023-05-01T00:00:00+00:00", "2023-06-01T00:00:00+00:00", "2026-12-07T10:00:00+00:00", "z-new", "D1:1"),
+            edge("z-new", ZEP_ODD_FACT + XSS, "2023-06-01T00:00:00+00:00", None, None, None, "D2:1"),
+            edge("z-job", "Ann worked at the bakery until 2022", "2020-01-01T00:00:00+00:00", "2022-01-01T00:00:00+00:00", None, None, "D2:3"),
+            edge("z-trip", "Ann was in Rome in 2021", "2021-03-01T00:00:00+00:00", "2021-03-09T00:00:00+00:00", "2026-12-07T10:05:00+00:00", None, "D2:4")]  # fmt: skip
+    lines = [json.dumps(r) for r in rows]
+    if damaged:
+        lines.insert(1, '{"uuid": "z-torn", "fact": "cut')
+    path = folder / "system" / "zep_edges" / "locomo_conv-t.jsonl"
+    path.parent.mkdir(parents=True)
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path

@@ -2,7 +2,8 @@
 
 Read-only: rows come through ``eval.rows.read_rows`` (and the outcome readers of ``eval.compare`` that
 ``scripts.compare_runs`` uses, so a verdict on the page is the verdict the paired comparison counts),
-MOSAIC's stores through ``mosaic.store.MemoryStore``, Mem0's history through SQLite opened immutable.
+MOSAIC's stores as the plain JSON they are saved as, Mem0's history through SQLite opened immutable, Zep's entity
+edges from the JSON lines its adapter writes after each write (``system/zep_edges/<group>.jsonl``).
 A damaged JSON line is skipped by ``read_rows``, which names its file and line; those messages are kept
 and shown on the page. Dataset text (LoCoMo evidence turns, conflict-suite context turns) is read from the
 files the run's config names, and the page says when a file is missing or differs from the run's.
@@ -484,6 +485,35 @@ def mem0_stores(folder: Path) -> list[dict[str, Any]]:
     return stores
 
 
+def _edge_status(edge: dict[str, Any]) -> str:
+    """graphiti's two end marks: ``expired_at`` (when it stopped believing the edge: a contradicting edge superseded
+    it, or it arrived with an end date) and ``invalid_at`` (when the fact stopped holding). graphiti-core 0.31 sets
+    both together; an end date without an expiry is shown as "ended", not as current."""
+    return "expired" if edge.get("expired_at") else "ended" if edge.get("invalid_at") else "current"
+
+
+def zep_stores(folder: Path) -> list[dict[str, Any]]:
+    """Zep's entity edges per graph (one file per namespace, as it stood after the namespace's last write): current,
+    expired or ended, with graphiti's dates, the turns behind each edge, and which edge caused an expiry."""
+    stores = []
+    for path in sorted((folder / "system" / "zep_edges").glob("*.jsonl")):
+        edges = read_rows(path, key_field="uuid")  # a damaged line is named by file and line (row_warnings)
+        fact_of = {str(e["uuid"]): e.get("fact") for e in edges}
+        caused: dict[str, list[str]] = {}
+        for e in edges:
+            if e.get("expired_by"):
+                caused.setdefault(str(e["expired_by"]), []).append(f"{_edge_status(e)}: \u201c{e.get('fact')}\u201d ({e['uuid']})")
+        rows = [[e["uuid"], e.get("fact"), e.get("relation"), _edge_status(e), e.get("valid_at"), e.get("invalid_at"), e.get("expired_at"),
+                 e.get("created_at"), ", ".join(e.get("source_turn_ids") or []),
+                 f"\u201c{fact_of.get(str(e['expired_by']))}\u201d ({e['expired_by']})" if e.get("expired_by") else "",
+                 "\n".join(caused.get(str(e["uuid"]), []))] for e in edges]  # fmt: skip
+        stores.append({"name": f"Zep edges: {path.stem}", "status_col": 3,
+                       "head": ["edge", "fact", "relation", "status", "valid at", "invalid at", "expired at", "created at", "source turns",
+                                "expired by (the edge that made graphiti expire it)", "expired (edges this one made graphiti expire)"],
+                       "rows": rows})  # fmt: skip
+    return stores
+
+
 # ---- the whole run --------------------------------------------------------------------------------
 def read_run(folder: Path) -> dict[str, Any]:
     """Everything the run page shows. An unfinished run gives a page that says what is missing."""
@@ -504,7 +534,7 @@ def read_run(folder: Path) -> dict[str, Any]:
             tables = [conflict_table(folder, metrics, config, notes)]
         elif kind == "halumem" and any(folder.glob("halumem_*.jsonl")):
             tables = halumem_tables(folder)
-    stores = [*mosaic_stores(folder, notes), *mem0_stores(folder)]
+        stores = [*mosaic_stores(folder, notes), *mem0_stores(folder), *zep_stores(folder)]
     return {**row, "header": _header(folder, metrics), "chart": chart(metrics), "tables": tables, "stores": stores,
             "missing": missing, "damaged": damaged, "notes": notes}  # fmt: skip
 

@@ -11,6 +11,7 @@ leaves the machine, so graphiti's telemetry staying off is checked too.
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -44,6 +45,14 @@ def _episodes(system, namespace: str) -> list[str]:
     return [r["name"] for r in records]
 
 
+def _edges_file(system, namespace: str) -> dict[str, dict]:
+    """The namespace's edges file as the adapter last wrote it (system/zep_edges/<group>.jsonl in a run), by edge uuid."""
+    from baselines.zep import EDGES_FOLDER, group_name
+
+    path = system.workdir / EDGES_FOLDER / f"{group_name(namespace)}.jsonl"
+    return {row["uuid"]: row for row in map(json.loads, path.read_text(encoding="utf-8").splitlines())}
+
+
 def test_one_turn_is_an_episode_metered_and_searchable(zep_system):
     """The CI slice: one real message through graphiti on the real server (about 3 minutes here)."""
     turns, when = locomo_slice(1)
@@ -56,6 +65,8 @@ def test_one_turn_is_an_episode_metered_and_searchable(zep_system):
     assert report.usage.prompt_tokens > 1000 and all(p.startswith("zep.") for p in report.usage.by_purpose)
     held = {item.memory_id for item in zep_system.stored_items("ci-0")}
     assert {s.memory_id for s in report.stored} <= held
+    edges = _edges_file(zep_system, "ci-0")  # the graph's edges, written after the add for the run folder's viewer
+    assert set(edges) == held and all(e["source_turn_ids"] == [turns[0].turn_id] and e["expired_by"] is None for e in edges.values())
     hits = zep_system.search("ci-0", "How has Melanie been?", k=5)
     assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
     assert all(h.memory_id in held for h in hits if "(Date range: " in h.text)
@@ -95,10 +106,31 @@ def test_locomo_slice_is_ingested_searchable_and_metered(zep_system):
 
 
 @pytest.mark.zep_live
-def test_conflict_experiment_runs_suite_cases_from_one_ingest(default_llm, embedder, zep_system, tmp_path):
+def test_conflict_experiment_runs_suite_cases_from_one_ingest(default_llm, embedder, zep_system, tmp_path, monkeypatch):
+    written: list[dict[str, dict]] = []  # the edges file after each write (a restore rolls the graph back before the next probe)
+    write = type(zep_system).write_edges
+
+    def keep(system, space):
+        path = write(system, space)
+        written.append({row["uuid"]: row for row in map(json.loads, path.read_text(encoding="utf-8").splitlines())})
+        return path
+
+    monkeypatch.setattr(type(zep_system), "write_edges", keep)
     metrics, rows = run_mini_suite(zep_system, default_llm, embedder, tmp_path)
     events = [event for row in rows.values() for event in row["events"]]
     assert rows and events, "graphiti expired no held edge on either probe: nothing below would be checked"
+    for event in events:  # a write after the probe shows the expired edge with graphiti's dates and the edge that expired it
+        probe_turn = event["new_source_turn_ids"][0]
+
+        def shows(edges: dict[str, dict], event=event, probe_turn=probe_turn) -> bool:
+            if event["kind"] == "update":  # the held edge expired by the probe's edge
+                held = edges.get(event["old_memory_id"], {})
+                by = edges.get(held.get("expired_by") or "", {})
+                return bool(held.get("expired_at") and held.get("invalid_at") and probe_turn in by.get("source_turn_ids", []))
+            return any(e["expired_at"] and e["invalid_at"] and e["expired_by"] == event["old_memory_id"] and probe_turn in e["source_turn_ids"]
+                       for e in edges.values())  # reject: the probe's edge expired by the held one  # fmt: skip
+
+        assert any(shows(edges) for edges in written), (event, written)
     for row in rows.values():
         assert row["llm_calls_by_purpose"]["zep.extract_nodes.extract_message"] == 1  # the probe is one episode
         for event in row["events"]:  # graphiti's invalidation named a held edge of the restored context

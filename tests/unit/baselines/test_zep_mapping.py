@@ -258,6 +258,61 @@ def test_search_and_stored_items_read_a_real_graphiti_graph(tmp_path: Path):
         system.close()
 
 
+def test_each_write_leaves_the_namespace_edges_in_the_run_folder_with_what_expired_them(tmp_path: Path):
+    """add() on a real graph: graphiti's own invalidation expires the held edge; the edges file then holds both edges,
+    the held one with invalid_at, expired_at and the edge that expired it, text kept as written."""
+    import json
+    from types import SimpleNamespace
+
+    import graphiti_core.utils.maintenance.edge_operations as ops
+    from graphiti_core.nodes import EntityNode
+
+    from core.api import Turn
+
+    system = zep.ZepMemory(served_llm_stub(), _WordHashEmbedder(), workdir=str(tmp_path), **NO_GUARD)
+    odd = 'Ann "lives" in <b>Paris</b>\nnot Lyon \u00e9'
+    try:
+        space = system._space("conv-e")
+        driver, embedder = space.graphiti.driver, space.graphiti.embedder
+
+        async def nodes() -> dict[str, EntityNode]:
+            made = {name: EntityNode(name=name, group_id=space.group, summary="", labels=["Entity"]) for name in ("Ann", "Paris", "Berlin")}
+            for node in made.values():
+                await node.generate_name_embedding(embedder)
+                await node.save(driver)
+            return made
+
+        made = system._run(nodes())
+        held_edges: list = []
+
+        async def add_episode(name: str, **_: object) -> SimpleNamespace:
+            """What graphiti's add_episode does for the parts the adapter reads: one edge per message, its temporal
+            invalidation of the held edges (graphiti's own function), everything saved."""
+            uuid, (fact, valid, place) = f"ep-{name}", {"D1:1": (odd, JAN, "Paris"), "D2:1": ("Ann lives in Berlin", MAR, "Berlin")}[name]
+            edge = _edge(f"edge-{place}", fact, valid, [uuid])
+            edge.group_id, edge.source_node_uuid, edge.target_node_uuid = space.group, made["Ann"].uuid, made[place].uuid
+            expired = ops._apply_temporal_invalidation(edge, held_edges)
+            for e in [edge, *expired]:
+                await e.generate_embedding(embedder)
+                await e.save(driver)
+            held_edges.append(edge)
+            return SimpleNamespace(episode=SimpleNamespace(uuid=uuid), edges=[edge, *expired])
+
+        space.graphiti.add_episode = add_episode
+        system.add("conv-e", [Turn(turn_id="D1:1", speaker="Ann", text="-", session_time="2024-01-10")])
+        path = tmp_path / zep.EDGES_FOLDER / f"{space.group}.jsonl"
+        assert [json.loads(line)["fact"] for line in path.read_text(encoding="utf-8").splitlines()] == [odd]
+        report = system.add("conv-e", [Turn(turn_id="D2:1", speaker="Ann", text="-", session_time="2024-03-02")])
+        assert [e.old_memory_id for e in report.updated] == ["edge-Paris"]  # the invalidation graphiti made
+        rows = {r["uuid"]: r for r in map(json.loads, path.read_text(encoding="utf-8").splitlines())}
+        old, new = rows["edge-Paris"], rows["edge-Berlin"]
+        assert (old["fact"], old["source_turn_ids"], old["valid_at"], old["invalid_at"]) == (odd, ["D1:1"], JAN.isoformat(), MAR.isoformat())
+        assert old["expired_at"] and old["expired_by"] == "edge-Berlin" and old["relation"] == "LIVES_IN" and old["group"] == space.group
+        assert (new["invalid_at"], new["expired_at"], new["expired_by"], new["source_turn_ids"]) == (None, None, None, ["D2:1"])
+    finally:
+        system.close()
+
+
 # ------------------------------------------------------------------------- output guard
 LOOP = '{"extracted_entities": [{"name": "Nisha", "entity_type_id": 0}, {"name": "Nisha\'s dad", "entity_type_id": 0}, {"name": "Nisha'
 GOOD = '{"extracted_entities": [{"name": "Caroline", "entity_type_id": 0}]}'

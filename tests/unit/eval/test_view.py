@@ -10,7 +10,7 @@ from pathlib import Path
 from eval.view.page import embedded_json, html_page
 from eval.view.read import read_run
 from scripts.view import main as view_main
-from tests.view_runs import conflict_run, locomo_dataset, locomo_run, mosaic_store
+from tests.view_runs import XSS, ZEP_ODD_FACT, conflict_run, locomo_dataset, locomo_run, mosaic_store, zep_edges
 
 
 def _snapshot(folder: Path) -> dict[str, tuple[str, int]]:
@@ -108,3 +108,23 @@ def test_serve_answers_on_localhost_only(tmp_path):
     finally:
         server.terminate()
         server.wait(timeout=30)
+
+
+def test_zep_edges_show_current_expired_and_ended_with_the_edge_that_expired_them(tmp_path):
+    run = locomo_run(tmp_path / "runs" / "locomo" / "zep" / "none" / "z", n=3)
+    path = zep_edges(run, damaged=True)
+    data = read_run(run)
+    assert len(data["damaged"]) == 1 and f"{path} line 2" in data["damaged"][0]  # the torn line, named
+    (store,) = data["stores"]
+    by_id = {row[0]: dict(zip(store["head"], row)) for row in store["rows"]}
+    assert list(by_id) == ["z-old", "z-new", "z-job", "z-trip"] and store["status_col"] == store["head"].index("status")
+    old, new, ended = by_id["z-old"], by_id["z-new"], by_id["z-job"]
+    assert (old["status"], old["invalid at"], old["expired at"]) == ("expired", "2023-06-01T00:00:00+00:00", "2026-12-07T10:00:00+00:00")
+    assert old["expired by (the edge that made graphiti expire it)"] == f"\u201c{ZEP_ODD_FACT + XSS}\u201d (z-new)"
+    assert new["status"] == "current" and new["fact"] == ZEP_ODD_FACT + XSS  # text as written; the page escapes it
+    assert new["expired (edges this one made graphiti expire)"] == "expired: \u201cAnn lives in Bergen\u201d (z-old)"
+    assert (ended["status"], ended["expired by (the edge that made graphiti expire it)"]) == ("ended", "")
+    assert (by_id["z-trip"]["status"], by_id["z-trip"]["expired by (the edge that made graphiti expire it)"]) == ("expired", "")
+    assert view_main([str(run), "--out", str(tmp_path / "p.html")]) == 0
+    page = (tmp_path / "p.html").read_text()
+    assert XSS not in page and "Ann lives in Bergen" in page

@@ -14,7 +14,7 @@ from eval.compare import locomo_outcomes
 from eval.rows import read_rows
 from eval.view.browser import chromium, dump_dom
 from scripts.view import main as view_main
-from tests.view_runs import XSS, conflict_run, halumem_run, locomo_dataset, locomo_run, mosaic_store
+from tests.view_runs import XSS, conflict_run, halumem_run, locomo_dataset, locomo_run, mosaic_store, zep_edges
 
 if chromium() is None:
     if os.environ.get("CI"):
@@ -127,6 +127,17 @@ def test_memory_conflict_and_halumem_views_render(runs):
     page, dom = _page(out, "table=updates&open=u0%3A0%3A3")
     assert set(page.rows) == {"u0:0:3"} and "Ann lives in Bergen" in dom and "Omission" in dom
 
+
+def test_zep_edges_filter_by_status_and_their_text_stays_text(runs):
+    run = locomo_run(runs["root"] / "runs" / "locomo" / "zep" / "none" / "zzzz", n=4, xss_key=None)
+    zep_edges(run)
+    out = runs["root"] / "zep.html"
+    assert view_main([str(run), "--out", str(out)]) == 0
+    page, dom = _page(out, "view=memory&m0group=expired")
+    assert {k for k, shown in page.rows.items() if shown} == {"z-old", "z-trip"} and "expired by (the edge that made graphiti expire it)" in dom
+    page, dom = _page(out, "view=memory&m0open=z-new")  # the edge whose fact is markup, opened
+    assert set(page.rows) == {"z-old", "z-new", "z-job", "z-trip"} and 'data-detail-of="z-new"' in dom
+    assert page.images == 0 and "pwned" not in page.title and "&lt;b&gt;Oslo&lt;/b&gt;" in dom and XSS not in dom
 
 def test_a_full_locomo_sized_run_opens_in_under_two_seconds(tmp_path):
     run = locomo_run(tmp_path / "runs" / "locomo" / "rag" / "none" / "big", n=2000, seed=3)
