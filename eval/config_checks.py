@@ -4,7 +4,7 @@
 with no questions and exit 0; each such value now fails at start with the key and the allowed range.
 A rule applies only where its key exists in the composed config (benchmarks differ in their keys).
 The ``system.*`` blocks have their own schema: their constructor's signature and, where the class declares
-one, its ``CONFIG_RANGES`` table (core.config_check; MOSAIC's is mosaic/settings.py).
+one, its ``CONFIG_RULES`` (core.config_check; ranges are parameter types, such as ``Count``).
 """
 
 from __future__ import annotations

@@ -12,7 +12,9 @@ import logging
 import os
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import TYPE_CHECKING, Annotated, Any, Callable, Mapping
+
+from pydantic import ConfigDict, Field
 
 from core.api import ChatResult, LLMError, LLMOutputError, LLMUsage
 from core.llm.cache import ResponseCache
@@ -41,9 +43,11 @@ class RetryPolicy:
     (seeds 0, 1, ... at temperature 0), kept for callers that pass no policy (the judges).
     """
 
-    attempts: int = 2
-    temperature: float = 0.0
-    seed: int = 1
+    __pydantic_config__ = ConfigDict(extra="forbid")  # core.config_check: an unknown key of system.retry fails by name
+
+    attempts: Annotated[int, Field(ge=1)] = 2  # tries in all; 1 = no retry
+    temperature: Annotated[float, Field(ge=0, le=2)] = 0.0  # of the retries (0 repeats a greedy loop)
+    seed: Annotated[int, Field(ge=0)] = 1  # of the first retry
 
     def __post_init__(self) -> None:
         if int(self.attempts) < 1:

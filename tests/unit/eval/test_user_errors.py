@@ -68,13 +68,13 @@ def locomo(workspace: dict[str, Path]) -> list[str]:
     ("overrides", "needles"),
     [
         (["+system.foo=1"], ["system.foo: unknown key", "it takes"]),
-        (["system=mosaic", "system.conflict.k=-1"], ["system.conflict.k=-1", "must be an integer >= 1"]),
+        (["system=mosaic", "system.conflict.k=-1"], ["system.conflict.k=-1", "must be int >= 1"]),
         (["benchmark.convention=foo"], ["benchmark.convention='foo'", "choose one of"]),
         (["benchmark.conversations=[99]"], ["benchmark.conversations: 99", "pick indices 0..1"]),
-        (["system=mosaic", "system.extract.max_entities=0"], ["system.extract.max_entities=0", "must be an integer >= 1"]),
-        (["system=mosaic", "system.conflict.threshold=-3"], ["system.conflict.threshold=-3", "must be a number >= 0 and <= 1"]),
+        (["system=mosaic", "system.extract.max_entities=0"], ["system.extract.max_entities=0", "must be int >= 1"]),
+        (["system=mosaic", "system.conflict.threshold=-3"], ["system.conflict.threshold=-3", "must be float >= 0 and <= 1"]),
         (["system=mosaic", "system.conflict.judge=proposed"], ["system.conflict.judge=proposed", "held_facts >= 1"]),
-        (["system=mosaic", "system.retrieval.mode=ivf"], ["system.retrieval.mode='ivf'", "must be one of"]),
+        (["system=mosaic", "system.retrieval.mode=ivf"], ["system.retrieval.mode='ivf'", "must be 'dual' or 'exact' or 'hnsw'"]),
         (["system=mosaic", "system.conflict.mode=contradict"], ["system.conflict.mode='contradict'", "Input should be 'nli', 'pick'"]),
         # the judge is built from conf/judge only: no default prompt to fall back on, checked before any run folder
         (["judge.prompt=null"], ["judge.prompt: no judge prompt chosen", "judge/prompt=default"]),
