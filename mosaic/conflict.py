@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Literal, Protocol, get_args
+from typing import Annotated, Any, Literal, Protocol
 
 import numpy as np
 from pydantic import Field
@@ -49,9 +49,7 @@ from mosaic.oracle import GoldConflictJudge, audit_gold_partners
 
 Verdict = Literal["update", "reject", "flag"]
 Mode = Literal["nli", "pick", "revise", "supersede"]  # the LLM judgement of step 3 (conf/system/mosaic.yaml conflict.mode)
-MODES: tuple[str, ...] = get_args(Mode)
 Source = Literal["model", "gold"]  # who answers step 3: the LLM, or the benchmark's labels (conflict.source)
-SOURCES: tuple[str, ...] = get_args(Source)
 Kind = Literal["numeric", "semantic", "logical", "unknown"]
 
 

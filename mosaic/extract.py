@@ -20,7 +20,7 @@ import logging
 import re
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Literal, get_args
+from typing import Any, Literal
 
 from core.api import LLMUsage, Turn
 from core.config_check import Count, Share, Size
@@ -35,7 +35,6 @@ from mosaic.extract_prompts import (
     GROUP_SYSTEM_PROMPT,
     HELD_FEW_SHOT,
     HELD_PROMPT,
-    OUTPUT_FORMATS,
     OutputFormat,
     ROWS_FEW_SHOT,
     ROWS_PROMPT,
@@ -54,7 +53,6 @@ log = logging.getLogger(__name__)
 # Where a turn's entities come from: "model", the extraction LLM call (the paper's MOSAIC and every published
 # row), or "oracle", the gold facts the benchmark attached to the turn (mosaic.oracle).
 ExtractionSource = Literal["model", "oracle"]
-EXTRACTION_SOURCES = get_args(ExtractionSource)
 
 
 # -- extraction ------------------------------------------------------------------------

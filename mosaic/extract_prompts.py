@@ -10,7 +10,7 @@ constrains the reply to; the label vocabularies (type, cert, spec) are shared by
 from __future__ import annotations
 
 import json
-from typing import Any, Literal, get_args
+from typing import Any, Literal
 
 ENTITY_TYPES = ("event", "persona", "relationship")
 DIRECTNESS = {"stated": 1.0, "implied": 0.6, "hedged": 0.3}
@@ -52,7 +52,6 @@ FIELDS = ("fact", "type", "who", "attr", "value", "when", "cert", "spec")
 # prompt (and every cached call made with it) is unchanged; whether a 1.5B model fills positional lists as well
 # as named fields is what the variant's dev comparison measures (docs/running.md).
 OutputFormat = Literal["objects", "rows"]
-OUTPUT_FORMATS = get_args(OutputFormat)
 ROWS_PROMPT = f"{ONE_MESSAGE_TASK} Each fact is a list of {len(FIELDS)} strings in this order: [{', '.join(FIELDS)}].\n" + FIELD_RULES
 
 

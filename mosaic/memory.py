@@ -10,8 +10,9 @@ node score. Every LLM call is counted per turn and by purpose (extraction, belie
 The parts are built from conf/system/mosaic.yaml: each block is a Hydra ``_target_`` with
 ``_partial_: true``, so the memory receives constructors and calls them with the LLM or
 embedder, once per namespace for the per-namespace parts (graph, communities, scorer,
-retriever, conflict detector). Every block is checked against its constructor and every part
-is built once at construction, so a wrong key or value fails before any ingest.
+retriever, conflict detector). The runner's validate() checks every block against its constructor
+(keys, types and ranges) and ``CONFIG_RULES`` once, before the run folder exists; every part is built
+once at construction, so what only a built object can see (a vector size) also fails before any ingest.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Literal, get_args
+from typing import Any, Callable, Literal
 
 import numpy as np
 
@@ -48,7 +49,6 @@ log = logging.getLogger(__name__)
 # What a search does with a superseded memory (``superseded``): hide it (the paper's search, every published row), or
 # return it beside the current ones, marked outdated with the date it was replaced (how an API with history shows it)
 Superseded = Literal["hide", "mark"]
-SUPERSEDED_MODES = get_args(Superseded)
 
 
 @dataclass
@@ -89,7 +89,7 @@ class MosaicMemory:
     ``importance`` is what an entity's importance (the node score's alpha term) is set from:
     ``rho`` (its gate confidence) or a fixed number for every entity. ``hand_over_edges``: an update gives the
     superseded entity's association edges to its replacement (true), or drops them with it (false, the graph of
-    every row published before the gold-judge study). ``superseded``: see SUPERSEDED_MODES.
+    every row published before the gold-judge study). ``superseded``: see Superseded.
     """
 
     # eval.workers: each namespace has its own graph, scorer, communities, retriever and detector; the

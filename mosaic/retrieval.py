@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from typing import Annotated, Any, Callable, Iterable, Literal, Protocol, get_args
+from typing import Annotated, Any, Callable, Iterable, Literal, Protocol
 
 import faiss
 import numpy as np
@@ -33,7 +33,6 @@ from core.config_check import Cosine, Count, Positive, Share, Size
 log = logging.getLogger(__name__)
 
 Mode = Literal["dual", "exact", "hnsw"]
-MODES = get_args(Mode)
 
 
 class _HasText(Protocol):
