@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Callable, Mapping
 from pydantic import ConfigDict, Field
 
 from core.api import ChatResult, LLMError, LLMOutputError, LLMUsage
+from core.config_check import Count, Positive
 from core.llm.cache import ResponseCache
 from core.llm.meter import UsageMeter
 
@@ -179,13 +180,13 @@ class OpenAICompatClient:
         model: str | None = None,
         api_key_env: str | None = None,
         cache_path: str | None = None,
-        timeout_s: float = 300.0,
-        max_retries: int = 4,
-        patience_s: float = 900.0,
-        retry_wait_s: float = 1.0,
-        health_timeout_s: float = 0.0,
+        timeout_s: Positive = 300.0,
+        max_retries: Count = 4,
+        patience_s: Positive = 900.0,
+        retry_wait_s: Annotated[float, Field(ge=0)] = 1.0,
+        health_timeout_s: Annotated[float, Field(ge=0)] = 0.0,
         extra_body: dict[str, Any] | None = None,
-        context_tokens: int | None = None,
+        context_tokens: Count | None = None,
         remember_output_faults: bool = True,
     ) -> None:
         self._base_url = base_url.rstrip("/") if base_url else ""
