@@ -7,23 +7,24 @@ be one of its parameters (unless it takes ``**kwargs``) and every value must fit
 annotation (checked with pydantic in lax mode, so 5 fits ``float`` and "abc" does not fit ``int``).
 Blocks nested in a block (a ``_target_`` of their own) are checked against their own target.
 
-Types say nothing about meaning (``max_entities=0`` is an int): a target may declare
-``CONFIG_RANGES``, a table of dotted key -> ``Rule`` (or ``NumberList``, ``Choice``), and every value
-of its block is checked against it here, so a range lives in one place and fails, naming the key and
-the allowed range, before any work. ``CONFIG_RULES`` (block -> list of problems) holds the rules that
-tie several keys together (a mode that needs another switch).
+Types say nothing about meaning (``max_entities=0`` is an int), so a parameter's type carries its range too
+(``max_entities: Count``, pydantic's ``Annotated[int, Field(ge=1)]``; the aliases below name the common ones): the
+signature is the one place a range lives, and a value outside fails here, naming the key and the range, before
+any work. ``CONFIG_RULES`` (block -> list of problems) holds the rules that tie several keys together (a mode
+that needs another switch).
 """
 
 from __future__ import annotations
 
 import inspect
 import math
+import types
 import typing
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import TypeAdapter, ValidationError
+from pydantic import AfterValidator, Field, TypeAdapter, ValidationError
 from pydantic.errors import PydanticSchemaGenerationError, PydanticUndefinedAnnotation
 
 from core.api import HarnessError
@@ -33,6 +34,7 @@ class ConfigKeyError(HarnessError, ValueError):
     """A config key that the target does not take, or a value that does not fit its type or range."""
 
 
+# eval/config_checks.py's ranges of run-level options (keys no constructor of this harness takes)
 @dataclass(frozen=True)
 class Rule:
     """A number in [low, high]; ``integer`` refuses 2.5 and "abc"; ``nullable`` allows null; ``also``: other values allowed."""
@@ -72,53 +74,23 @@ class Rule:
         return self.high is None or (value < self.high if self.high_open else value <= self.high)
 
 
-@dataclass(frozen=True)
-class NumberList:
-    """A list of ``length`` numbers, each accepted by ``each``, not all zero when ``not_all_zero`` (weights)."""
-
-    length: int
-    each: Rule
-    not_all_zero: bool = True
-    meaning: str = ""
-
-    def describe(self) -> str:
-        zero = ", not all 0" if self.not_all_zero else ""
-        return f"a list of {self.length} numbers, each {self.each.describe()}{zero}{f' ({self.meaning})' if self.meaning else ''}"
-
-    def accepts(self, value: Any) -> bool:
-        if isinstance(value, str | bytes) or not isinstance(value, Sequence) or len(value) != self.length:
-            return False
-        if not all(self.each.accepts(item) for item in value):
-            return False
-        return not self.not_all_zero or any(item != 0 for item in value)
+# Ranges from meaning, as parameter types: a constructor says ``max_entities: Count`` and check_kwargs (pydantic)
+# refuses 0 with one line naming the key and the range; the signature is the only place the range lives.
+Count = Annotated[int, Field(ge=1)]  # how many of something to use: at least one
+Size = Annotated[int, Field(ge=0)]  # a size or count where 0 means none / off
+Share = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]  # a probability or a share of a whole
+Cosine = Annotated[float, Field(ge=-1, le=1, allow_inf_nan=False)]  # a cosine similarity
+Weight = Annotated[float, Field(ge=0, allow_inf_nan=False)]  # a non-negative weight of a mixture
+Positive = Annotated[float, Field(gt=0, allow_inf_nan=False)]  # a tolerance or scale that must not be 0
 
 
-@dataclass(frozen=True)
-class Choice:
-    """One of a fixed set of values (a mode name)."""
-
-    values: tuple[Any, ...]
-
-    def describe(self) -> str:
-        return f"one of {list(self.values)}"
-
-    def accepts(self, value: Any) -> bool:
-        return value in self.values
+def _not_all_zero(weights: tuple[float, ...]) -> tuple[float, ...]:
+    if not any(weights):
+        raise ValueError("not all 0")
+    return weights
 
 
-def range_problems(block: Mapping[str, Any], ranges: Mapping[str, Rule | NumberList | Choice], where: str) -> list[str]:
-    """Each value of ``block`` (dotted keys into nested blocks) outside its declared range, as ``where.key=value: must be ...``."""
-    found = []
-    for dotted, rule in ranges.items():
-        node: Any = block
-        for part in dotted.split("."):
-            if not isinstance(node, Mapping) or part not in node:
-                break
-            node = node[part]
-        else:
-            if not rule.accepts(node):
-                found.append(f"{where}.{dotted}={node!r}: must be {rule.describe()}")
-    return found
+Weights3 = Annotated[tuple[Weight, Weight, Weight], AfterValidator(_not_all_zero)]  # three mixture weights, not all 0
 
 
 def check_config(block: Mapping[str, Any], where: str) -> None:
@@ -130,11 +102,8 @@ def check_config(block: Mapping[str, Any], where: str) -> None:
     except Exception as err:  # noqa: BLE001 - any import failure is a config error naming the key
         raise ConfigKeyError(f"{where}._target_={block.get('_target_')!r} cannot be imported: {err}") from err
     check_kwargs(target, block, where)
-    ranges = getattr(target, "CONFIG_RANGES", None)
-    bad = range_problems(block, ranges, where) if ranges else []
     rules = getattr(target, "CONFIG_RULES", None)
-    if not bad and callable(rules):  # combinations only once every value is in range
-        bad = list(rules(block))
+    bad = list(rules(block)) if callable(rules) else []  # combinations, once every value fits its type and range
     if bad:
         raise ConfigKeyError("; ".join(bad))
 
@@ -162,10 +131,25 @@ def check_kwargs(target: Callable[..., Any], kwargs: Mapping[str, Any], where: s
         try:
             TypeAdapter(hint).validate_python(value)
         except ValidationError as err:
-            problem = err.errors()[0].get("msg", str(err))
-            raise ConfigKeyError(f"{where}.{key}={value!r} does not fit {_name(target)}'s type {_show(hint)}: {problem}") from None
+            errors = err.errors()
+            problem = "; ".join(dict.fromkeys(str(e.get("msg", "")) for e in errors)) or str(err)
+            inner = _inner_key(value, errors)
+            if inner is not None:  # a field of a nested mapping (system.retry.attempts): name it, not the whole block
+                raise ConfigKeyError(f"{where}.{key}.{inner}={value.get(inner)!r}: {problem} ({_name(target)}'s {key}: {_show(hint)})") from None
+            raise ConfigKeyError(f"{where}.{key}={value!r}: must be {_show(hint)} ({_name(target)}; {problem})") from None
         except (PydanticSchemaGenerationError, PydanticUndefinedAnnotation, TypeError):
             continue  # a type pydantic cannot check (a Protocol, a class it cannot build): the key itself is known
+
+
+def _inner_key(value: Any, errors: list[Any]) -> str | None:
+    """The key of ``value`` (a mapping) that pydantic's first error points at, if any."""
+    if not isinstance(value, Mapping):
+        return None
+    for error in errors:
+        for part in error.get("loc", ()):
+            if isinstance(part, str) and part in value:
+                return part
+    return None
 
 
 def _annotations(target: Callable[..., Any], params: Mapping[str, inspect.Parameter]) -> dict[str, Any]:
@@ -190,5 +174,22 @@ def _name(target: Callable[..., Any]) -> str:
     return f"{getattr(target, '__module__', '?')}.{getattr(target, '__qualname__', repr(target))}"
 
 
+_BOUNDS = (("ge", ">="), ("gt", ">"), ("le", "<="), ("lt", "<"))
+
+
 def _show(hint: Any) -> str:
+    """A type as a reader writes it: ``int >= 1``, ``'rho' or float >= 0 and <= 1``, ``list of 3 x float >= 0``."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is Annotated:
+        bounds = []
+        for meta in args[1:]:
+            for item in [meta, *getattr(meta, "metadata", [])]:
+                bounds += [f"{sign} {getattr(item, name):g}" for name, sign in _BOUNDS if isinstance(getattr(item, name, None), int | float)]
+        return _show(args[0]) + (" " + " and ".join(dict.fromkeys(bounds)) if bounds else "")
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join("null" if arg is type(None) else _show(arg) for arg in args)
+    if origin is typing.Literal:
+        return " or ".join(repr(arg) for arg in args)
+    if origin is tuple and args and Ellipsis not in args:
+        return f"a list of {len(args)} x {_show(args[0])}" if len(set(args)) == 1 else f"a list of ({', '.join(map(_show, args))})"
     return getattr(hint, "__name__", None) or str(hint).replace("typing.", "")

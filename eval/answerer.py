@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import time
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any
 
+from pydantic import Field
+
+from core.config_check import Count, Positive
 from core.llm import LLMClient, LLMOutputError
 from core.api import Retrieved
 
@@ -41,10 +44,10 @@ class Answerer:
     def __init__(
         self,
         llm: LLMClient,
-        max_context_tokens: int = 2000,
-        max_answer_tokens: int = 64,
-        chars_per_token: float = 4.0,
-        temperature: float = 0.0,
+        max_context_tokens: Count = 2000,
+        max_answer_tokens: Count = 64,
+        chars_per_token: Positive = 4.0,
+        temperature: Annotated[float, Field(ge=0, le=2)] = 0.0,
     ) -> None:
         self.llm = llm
         self.max_context_tokens = max_context_tokens

@@ -193,8 +193,8 @@ def validate(cfg: DictConfig) -> None:
         judge_prompt_of(cfg.judge)  # the judge's prompt (conf/judge/prompt/) is whole before any run folder
     except ValueError as err:
         raise ConfigError(str(err)) from err
-    # each block against the constructor it builds (unknown keys, types) and its declared ranges (MOSAIC's:
-    # mosaic/settings.py), here, before any run folder, rather than when the object is built
+    # each block against the constructor it builds (unknown keys, types and ranges: its parameters' annotations)
+    # and its CONFIG_RULES, here, once, before any run folder, rather than when the object is built
     for dotted in CHECKED_BLOCKS:
         block = OmegaConf.select(cfg, dotted, default=None)
         if isinstance(block, DictConfig) and "_target_" in block:
@@ -271,24 +271,21 @@ def build_system(cfg: DictConfig, llm: Any, embedder: Any, run_dir: Path) -> Any
     workdir.mkdir(parents=True, exist_ok=True)
     system_cfg = OmegaConf.to_container(cfg.system, resolve=True)
     assert isinstance(system_cfg, dict)
-    check_config(system_cfg, "system")  # unknown or ill-typed keys fail here, naming the key, before any work
+    # its keys, types, ranges and rules were checked once, by validate(), before the run folder existed
     return instantiate(system_cfg, llm=llm, embedder=embedder, workdir=str(workdir), _convert_="all")
 
 
-def check_inputs(cfg: DictConfig) -> None:
+def check_inputs(cfg: DictConfig) -> tuple[Any, Any]:
     """Build what is cheap to build (the benchmark, the embedder: no model, no server, no LLM) and read the
     inputs, so a bad data file, slice or cache file fails with its one-line error before the run folder exists.
 
-    The objects are dropped; the run builds its own. A benchmark that implements ``InputChecked``
-    parses its files and checks its slice here (a second parse of a file the run reads again: seconds).
+    Returns (benchmark, embedder): the run uses these very objects, so each is built once. A benchmark that
+    implements ``InputChecked`` parses its files and checks its slice here.
     """
     benchmark = instantiate(cfg.benchmark, _convert_="all")
     if isinstance(benchmark, InputChecked):
         benchmark.check_inputs()
-    embedder = instantiate(cfg.embedder)
-    close = getattr(embedder, "close", None)
-    if callable(close):
-        close()
+    return benchmark, instantiate(cfg.embedder)
 
 
 def run(cfg: DictConfig, overrides: list[str] | None = None) -> dict[str, Any]:
@@ -296,12 +293,13 @@ def run(cfg: DictConfig, overrides: list[str] | None = None) -> dict[str, Any]:
     validate(cfg)
     inputs = input_hashes(cfg)
     run_dir = run_dir_for(cfg, inputs)
-    if not _finished_cleanly(cfg, run_dir):  # a finished run's inputs were checked when it ran: its folder is named for their content
-        check_inputs(cfg)
+    built = None  # a finished run's inputs were checked when it ran (its folder is named for their content), and it builds nothing
+    if not _finished_cleanly(cfg, run_dir):
+        built = check_inputs(cfg)
     created = [p for p in [run_dir, *run_dir.parents] if not p.exists()]  # folders this call makes, deepest first
     with sigterm_unwinds(), RunLock(run_dir):  # a folder another process holds fails here, before anything below
         try:
-            metrics = _run_locked(cfg, overrides, run_dir, inputs)
+            metrics = _run_locked(cfg, overrides, run_dir, inputs, built=built)
         except BaseException:
             if created:
                 _remove_unstarted(run_dir, created)
@@ -331,7 +329,9 @@ def _remove_unstarted(run_dir: Path, created: list[Path]) -> None:
         pass  # another process made something here meanwhile: leave it
 
 
-def _run_locked(cfg: DictConfig, overrides: list[str] | None, run_dir: Path, inputs: dict[str, str]) -> dict[str, Any]:
+def _run_locked(cfg: DictConfig, overrides: list[str] | None, run_dir: Path, inputs: dict[str, str],
+                built: tuple[Any, Any] | None = None) -> dict[str, Any]:
+    """The run inside its lock; ``built``: the (benchmark, embedder) check_inputs built and checked (None: build them)."""
     metrics_path = run_dir / "metrics.json"
     code = code_version()
     finished = read_metrics(metrics_path) if metrics_path.exists() and not cfg.overwrite else None
@@ -364,12 +364,11 @@ def _run_locked(cfg: DictConfig, overrides: list[str] | None, run_dir: Path, inp
     (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
     (run_dir / "overrides.json").write_text(json.dumps(overrides or [], indent=2))
     log.info("run folder: %s (code %s)", run_dir, code_label(code))
-    embedder = instantiate(cfg.embedder)
+    benchmark, embedder = built or (instantiate(cfg.benchmark, _convert_="all"), instantiate(cfg.embedder))
     answerer = instantiate(cfg.answerer, llm=llm)
     system: Any = None  # its counters are recorded with the invocation, however it ends
     try:
         system = build_system(cfg, llm, embedder, run_dir)
-        benchmark = instantiate(cfg.benchmark, _convert_="all")
         ctx = RunContext(run_dir=run_dir, llm=llm, judge=judge, workers=int(cfg.run.workers), embedder=embedder, answerer=answerer,
                          log=log, input_hash=combined_input_hash(inputs), inputs=expected_inputs(cfg, inputs))  # fmt: skip
         ctx.progress = progress_hook(instantiate(cfg.logger), run_dir, semantic_config(cfg), client_usage(llm, judge_llm))  # W&B while it runs

@@ -27,11 +27,14 @@ from the changed nodes (local) and recomputed exactly at every global re-run.
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Protocol
+from typing import Annotated, Literal, Protocol
 
 import igraph as ig
 import leidenalg
 import networkx as nx
+from pydantic import Field
+
+from core.config_check import Count, Positive, Size, Weight
 
 
 def weighted_igraph(assoc: nx.Graph, ids: list[str]) -> ig.Graph:
@@ -54,31 +57,23 @@ class Communities:
 
     def __init__(
         self,
-        resolution: float = 1.0,
-        seed: int = 0,
-        rerun_fraction: float = 0.05,
-        rerun_every: int = 0,
-        min_nodes_for_rerun: int = 1,
-        n_iterations: int = 2,
-        local_rerun_fraction: float = 0.5,
-        local_min_size: int = 8,
-        local_from_nodes: int = 2000,
-        backstop_rerun_fraction: float = 1.0,
+        resolution: Positive = 1.0,
+        seed: Size = 0,
+        rerun_fraction: Annotated[float, Field(gt=0, le=1)] = 0.05,
+        rerun_every: Size = 0,  # 0: never by count
+        min_nodes_for_rerun: Size = 1,
+        n_iterations: Count | Literal[-1] = 2,  # Leiden passes; -1: until stable
+        local_rerun_fraction: Weight = 0.5,  # 0 turns local re-runs off
+        local_min_size: Count = 8,
+        local_from_nodes: Size = 2000,
+        backstop_rerun_fraction: Positive = 1.0,
     ) -> None:
-        if resolution <= 0:
-            raise ValueError(f"communities.resolution must be > 0, got {resolution}")
-        if not 0 < rerun_fraction <= 1:
-            raise ValueError(f"communities.rerun_fraction must be in (0, 1], got {rerun_fraction}")
         self.resolution = resolution
         self.seed = seed
         self.rerun_fraction = rerun_fraction
         self.rerun_every = rerun_every
         self.min_nodes_for_rerun = min_nodes_for_rerun
         self.n_iterations = n_iterations
-        if local_rerun_fraction < 0:
-            raise ValueError(f"communities.local_rerun_fraction must be >= 0, got {local_rerun_fraction}")
-        if not 0 < backstop_rerun_fraction:
-            raise ValueError(f"communities.backstop_rerun_fraction must be > 0, got {backstop_rerun_fraction}")
         self.local_rerun_fraction = local_rerun_fraction
         self.local_min_size = local_min_size
         self.local_from_nodes = local_from_nodes

@@ -26,10 +26,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, get_args
+from typing import Annotated, Any, Literal, Protocol
 
 import numpy as np
+from pydantic import Field
 
+from core.config_check import Cosine, Count, Share, Weight
 from core.llm import LLMClient
 from core.quantities import mask_numbers, number_in, numeric_clash, quantities, same_slot, values_match
 from mosaic.conflict_judgement import (
@@ -47,9 +49,7 @@ from mosaic.oracle import GoldConflictJudge, audit_gold_partners
 
 Verdict = Literal["update", "reject", "flag"]
 Mode = Literal["nli", "pick", "revise", "supersede"]  # the LLM judgement of step 3 (conf/system/mosaic.yaml conflict.mode)
-MODES: tuple[str, ...] = get_args(Mode)
 Source = Literal["model", "gold"]  # who answers step 3: the LLM, or the benchmark's labels (conflict.source)
-SOURCES: tuple[str, ...] = get_args(Source)
 Kind = Literal["numeric", "semantic", "logical", "unknown"]
 
 
@@ -123,52 +123,38 @@ class ConflictDetector:
         self,
         llm: LLMClient,
         enabled: bool = True,
-        k: int = 5,
+        k: Count = 5,  # nearest held entities checked; conflict.enabled=false turns checks off
         mode: Mode = "nli",
-        n_facts: int = 6,
-        min_similarity: float = 0.2,
-        numeric_similarity: float = 0.75,
-        threshold: float = 0.35,
+        n_facts: Count = 6,
+        min_similarity: Cosine = 0.2,
+        numeric_similarity: Cosine = 0.75,
+        threshold: Share = 0.35,  # p(false) at which a check is a conflict
         use_numeric_rule: bool = True,
         use_llm: bool = True,
         explain: bool = False,
-        reject_margin: float = 0.2,
-        top_logprobs: int = 10,
-        max_explain_tokens: int = 40,
-        duplicate_similarity: float = 0.95,
-        numeric_tolerance: float = 0.02,
+        reject_margin: Share = 0.2,  # a difference of two evidence strengths in [0, 1]
+        top_logprobs: Annotated[int, Field(ge=1, le=20)] = 10,  # alternatives per token an OpenAI-compatible server returns
+        max_explain_tokens: Count = 40,
+        duplicate_similarity: Cosine = 0.95,
+        numeric_tolerance: Weight = 0.02,  # a relative difference of two numbers
         use_belief: bool = True,
-        judge_min_similarity: float | None = None,
+        judge_min_similarity: Cosine | None = None,
         judge: Literal["always", "proposed"] = "always",
         batch: bool = False,
-        revision_similarity: float | None = None,
+        revision_similarity: Cosine | None = None,
         source: Source = "model",
         gold_judge: ConflictJudge | None = None,
     ) -> None:
         self.llm = llm
-        if source not in SOURCES:
-            raise ValueError(f"conflict.source must be one of {', '.join(SOURCES)}, got {source!r}")
-        if source == "gold" and batch:
-            raise ValueError("conflict.source=gold with conflict.batch=true: the gold judge needs no batched call; set conflict.batch=false")
+        # types and ranges are checked from the signature (core.config_check), combinations by mosaic.settings
         self.source = source
         if gold_judge is None and source == "gold":
             gold_judge = GoldConflictJudge()
         self.gold_judge = gold_judge
         self.enabled = bool(enabled)
         self.k = int(k)
-        if mode not in MODES:
-            raise ValueError(f"conflict.mode must be one of {', '.join(MODES)}, got {mode!r}")
-        if self.k < 1:
-            raise ValueError(f"conflict.k={k} must be >= 1 (to run without conflict checks set conflict.enabled=false)")
-        if int(n_facts) < 1:
-            raise ValueError(f"conflict.n_facts={n_facts} must be >= 1 (facts shown to the LLM per check)")
-        if judge not in ("always", "proposed"):
-            raise ValueError(f"conflict.judge must be 'always' or 'proposed', got {judge!r}")
         self.judge = judge
         self.batch = bool(batch)
-        if self.batch and (mode != "nli" or explain):
-            raise ValueError(f"conflict.batch=true needs conflict.mode=nli and conflict.explain=false (got mode={mode!r}, "
-                             f"explain={explain}): a batched call reads one label per check, with no follow-up call")
         self.mode = mode
         self.n_facts = int(n_facts)
         self.min_similarity = float(min_similarity)
@@ -184,14 +170,7 @@ class ConflictDetector:
         self.numeric_tolerance = float(numeric_tolerance)
         self.use_belief = bool(use_belief)
         self.judge_min_similarity = None if judge_min_similarity is None else float(judge_min_similarity)
-        if self.judge_min_similarity is not None and self.judge_min_similarity < self.min_similarity:
-            raise ValueError(f"conflict.judge_min_similarity={judge_min_similarity} is below conflict.min_similarity="
-                             f"{min_similarity}: it would never skip a call (null switches it off)")
         self.revision_similarity = None if revision_similarity is None else float(revision_similarity)
-        if self.revision_similarity is not None and not (self.min_similarity <= self.revision_similarity < self.duplicate_similarity):
-            raise ValueError(f"conflict.revision_similarity={revision_similarity} must lie in [conflict.min_similarity="
-                             f"{min_similarity}, conflict.duplicate_similarity={duplicate_similarity}): below it no candidate "
-                             f"reaches it, at or above it the fact is a restatement (null switches it off)")
         self.last_trace: dict[str, Any] = {}  # what the last check saw and scored (for miss analysis)
         self.last_group_traces: list[dict[str, Any]] = []  # check_group: one trace per check
         self.stats: dict[str, int] = {"checks": 0, "no_candidates": 0, "numeric_hits": 0, "llm_calls": 0, "llm_hits": 0,

@@ -20,9 +20,10 @@ import logging
 import re
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from core.api import LLMUsage, Turn
+from core.config_check import Count, Share, Size
 from core.llm import LLMClient, LLMError, LLMOutputError, own_usage, usage_since
 from core.tally import Tally
 from mosaic.entity import Entity
@@ -34,7 +35,7 @@ from mosaic.extract_prompts import (
     GROUP_SYSTEM_PROMPT,
     HELD_FEW_SHOT,
     HELD_PROMPT,
-    OUTPUT_FORMATS,
+    OutputFormat,
     ROWS_FEW_SHOT,
     ROWS_PROMPT,
     SPECIFICITY,
@@ -51,7 +52,7 @@ log = logging.getLogger(__name__)
 
 # Where a turn's entities come from: "model", the extraction LLM call (the paper's MOSAIC and every published
 # row), or "oracle", the gold facts the benchmark attached to the turn (mosaic.oracle).
-EXTRACTION_SOURCES = ("model", "oracle")
+ExtractionSource = Literal["model", "oracle"]
 
 
 # -- extraction ------------------------------------------------------------------------
@@ -99,43 +100,28 @@ class EntityExtractor:
     def __init__(
         self,
         llm: LLMClient,
-        max_entities: int = 3,
-        max_tokens: int = 320,  # defaults = conf/system/mosaic.yaml (tests/unit/repo/test_code_defaults.py)
-        context_chars: int = 200,
-        max_fact_chars: int = 300,
-        copy_margin: float = 0.5,
-        held_facts: int = 0,
-        turns_per_call: int = 1,
-        source: str = "model",
-        concurrent_calls: int = 1,
-        output_format: str = "objects",
+        max_entities: Count = 3,  # entities kept per turn (the schema's maxItems); 0 would pay every call and store nothing
+        max_tokens: Count = 320,  # defaults = conf/system/mosaic.yaml (tests/unit/repo/test_code_defaults.py)
+        context_chars: Size = 200,
+        max_fact_chars: Count = 300,
+        copy_margin: Share = 0.5,
+        held_facts: Size = 0,
+        turns_per_call: Count = 1,
+        source: ExtractionSource = "model",
+        concurrent_calls: Count = 1,
+        output_format: OutputFormat = "objects",
     ) -> None:
         self.llm = llm
-        if source not in EXTRACTION_SOURCES:
-            raise ValueError(f"extract.source={source!r} must be one of {list(EXTRACTION_SOURCES)} (model: the LLM call; oracle: the benchmark's gold facts)")
+        # types and ranges are checked from the signature (core.config_check), combinations by mosaic.settings
         self.source = source
-        if source == "oracle" and held_facts:
-            raise ValueError("extract.source=oracle and extract.held_facts > 0 cannot be combined: the clash proposal is part of the LLM call the oracle replaces")
         self.max_entities = int(max_entities)
         self.max_tokens = int(max_tokens)
         self.context_chars = int(context_chars)
         self.max_fact_chars = int(max_fact_chars)
         self.copy_margin = float(copy_margin)  # see copied_from_previous
         self.held_facts = int(held_facts)
-        if self.held_facts < 0:
-            raise ValueError(f"extract.held_facts={held_facts} must be >= 0 (0: the paper's extraction, no held facts shown)")
         self.turns_per_call = int(turns_per_call)
-        if self.turns_per_call < 1:
-            raise ValueError(f"extract.turns_per_call={turns_per_call} must be >= 1 (1: the paper's extraction, one call per turn)")
-        if self.turns_per_call > 1 and self.held_facts:
-            raise ValueError("extract.turns_per_call > 1 and extract.held_facts > 0 cannot be combined yet: the group prompt shows no held facts")
         self.concurrent_calls = int(concurrent_calls)
-        if self.concurrent_calls < 1:
-            raise ValueError(f"extract.concurrent_calls={concurrent_calls} must be >= 1 (1: one extraction call at a time)")
-        if output_format not in OUTPUT_FORMATS:
-            raise ValueError(f"extract.output_format={output_format!r} must be one of {list(OUTPUT_FORMATS)} (objects: named fields, the paper's; rows: positional lists, fewer generated tokens)")
-        if output_format == "rows" and (self.held_facts or self.turns_per_call > 1):
-            raise ValueError("extract.output_format=rows cannot be combined with extract.held_facts > 0 or extract.turns_per_call > 1 yet: their prompts name fields")
         self.output_format = output_format
         if output_format == "rows":
             self.system_prompt = ROWS_PROMPT.format(max_entities=self.max_entities)

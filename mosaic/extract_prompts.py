@@ -10,7 +10,7 @@ constrains the reply to; the label vocabularies (type, cert, spec) are shared by
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Literal
 
 ENTITY_TYPES = ("event", "persona", "relationship")
 DIRECTNESS = {"stated": 1.0, "implied": 0.6, "hedged": 0.3}
@@ -51,7 +51,7 @@ FIELDS = ("fact", "type", "who", "attr", "value", "when", "cert", "spec")
 # (0.66), and generation is what an extraction call pays for. A separate prompt and example, so the default
 # prompt (and every cached call made with it) is unchanged; whether a 1.5B model fills positional lists as well
 # as named fields is what the variant's dev comparison measures (docs/running.md).
-OUTPUT_FORMATS = ("objects", "rows")
+OutputFormat = Literal["objects", "rows"]
 ROWS_PROMPT = f"{ONE_MESSAGE_TASK} Each fact is a list of {len(FIELDS)} strings in this order: [{', '.join(FIELDS)}].\n" + FIELD_RULES
 
 

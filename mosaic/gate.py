@@ -23,8 +23,11 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any
 
+from pydantic import Field
+
+from core.config_check import Count, Share, Weights3
 from core.llm import LLMClient, LLMError, LLMOutputError
 from core.tally import Tally
 from mosaic.entity import Entity, evidence_strength
@@ -146,25 +149,21 @@ class ConfidenceGate:
         self,
         llm: LLMClient | None = None,
         enabled: bool = True,
-        rho_min: float = 0.6,
-        delta: float = 0.8,
-        weights: tuple[float, float, float] | list[float] = (0.4, 0.3, 0.3),
-        rule_weight: float = 0.5,
-        new_value_prior: float = 0.5,
-        likelihood_floor: float = 0.05,
+        rho_min: Annotated[float, Field(gt=0, le=1)] = 0.6,  # the confidence a commit needs
+        delta: Annotated[float, Field(ge=0)] = 0.8,  # belief entropy in bits
+        weights: Weights3 = (0.4, 0.3, 0.3),
+        rule_weight: Share = 0.5,
+        new_value_prior: Share = 0.5,
+        likelihood_floor: Annotated[float, Field(ge=0, le=0.5)] = 0.05,  # a likelihood is kept within [floor, 1 - floor]
         llm_assessment: bool = True,
-        max_tokens: int = 80,
+        max_tokens: Count = 80,
         exclusivity_check: bool = False,
     ) -> None:
-        if not 0 < rho_min <= 1:
-            raise ValueError(f"gate.rho_min={rho_min} must be in (0, 1]")
         self.llm = llm
         self.enabled = enabled
         self.rho_min = float(rho_min)
         self.delta = float(delta)
         self.weights = tuple(float(w) for w in weights)
-        if len(self.weights) != 3:
-            raise ValueError(f"gate.weights needs 3 numbers (directness, consistency, specificity), got {weights}")
         self.rule_weight = float(rule_weight)
         self.new_value_prior = float(new_value_prior)
         self.likelihood_floor = float(likelihood_floor)

@@ -16,6 +16,7 @@ from typing import Any
 import networkx as nx
 import numpy as np
 
+from core.config_check import Cosine, Size
 from core.embed import Embedder
 from mosaic.entity import Entity
 
@@ -36,7 +37,7 @@ class MemoryGraph:
     similarity reaches ``assoc_threshold``; edge attribute ``weight`` is that similarity.
     """
 
-    def __init__(self, embedder: Embedder, assoc_threshold: float = 0.5, assoc_top_n: int = 5) -> None:
+    def __init__(self, embedder: Embedder, assoc_threshold: Cosine = 0.5, assoc_top_n: Size = 5) -> None:
         self.embedder = embedder
         self.assoc_threshold = float(assoc_threshold)
         self.assoc_top_n = int(assoc_top_n)

@@ -10,25 +10,25 @@ node score. Every LLM call is counted per turn and by purpose (extraction, belie
 The parts are built from conf/system/mosaic.yaml: each block is a Hydra ``_target_`` with
 ``_partial_: true``, so the memory receives constructors and calls them with the LLM or
 embedder, once per namespace for the per-namespace parts (graph, communities, scorer,
-retriever, conflict detector). Every block is checked against its constructor and every part
-is built once at construction, so a wrong key or value fails before any ingest.
+retriever, conflict detector). The runner's validate() checks every block against its constructor
+(keys, types and ranges) and ``CONFIG_RULES`` once, before the run folder exists; every part is built
+once at construction, so what only a built object can see (a vector size) also fails before any ingest.
 """
 
 from __future__ import annotations
 
 import copy
 import dataclasses
-import functools
 import logging
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Literal, Mapping
+from typing import Any, Callable, Literal
 
 import numpy as np
 
 from core.api import AddReport, ConflictEvent, Retrieved, StoredItem, Turn
-from core.config_check import ConfigKeyError, check_kwargs, range_problems
+from core.config_check import ConfigKeyError, Count, Share, Size
 from core.embed import Embedder
 from core.llm import GuardedLLM, LLMClient, RetryPolicy, own_usage, retry_policy, usage_since
 from mosaic.accounting import MosaicAccounting, Work
@@ -38,7 +38,7 @@ from mosaic.entity import Entity
 from mosaic.extract import EntityExtractor
 from mosaic.gate import ClarificationItem, ConfidenceGate
 from mosaic.graph import ACTIVE_STATUSES, MemoryGraph
-from mosaic.settings import RANGES, combination_problems
+from mosaic.settings import combination_problems
 from mosaic.retrieval import Retriever
 from mosaic.scoring import NodeScorer
 from mosaic.store import MemoryStore, file_safe_name
@@ -48,7 +48,7 @@ log = logging.getLogger(__name__)
 
 # What a search does with a superseded memory (``superseded``): hide it (the paper's search, every published row), or
 # return it beside the current ones, marked outdated with the date it was replaced (how an API with history shows it)
-SUPERSEDED_MODES = ("hide", "mark")
+Superseded = Literal["hide", "mark"]
 
 
 @dataclass
@@ -70,14 +70,9 @@ class _Namespace:
     restored_from: Work | None = None
 
 
-def _check_block(block: str, make: Callable[..., Any]) -> None:
-    """Every key of a ``_partial_`` block is a parameter of its constructor, with a value of the right type."""
-    if isinstance(make, functools.partial):
-        check_kwargs(make.func, make.keywords, f"system.{block}")
-
-
 def _built(block: str, make: Callable[..., Any], **late: Any) -> Any:
-    """Call one part's constructor (keys already checked), naming the block when a value is refused."""
+    """Call one part's constructor (keys, types and ranges checked once, by the runner's validate), naming the block
+    when a value is refused (what only the built object can see, such as a vector size)."""
     try:
         return make(**late)
     except (TypeError, ValueError) as err:
@@ -94,7 +89,7 @@ class MosaicMemory:
     ``importance`` is what an entity's importance (the node score's alpha term) is set from:
     ``rho`` (its gate confidence) or a fixed number for every entity. ``hand_over_edges``: an update gives the
     superseded entity's association edges to its replacement (true), or drops them with it (false, the graph of
-    every row published before the gold-judge study). ``superseded``: see SUPERSEDED_MODES.
+    every row published before the gold-judge study). ``superseded``: see Superseded.
     """
 
     # eval.workers: each namespace has its own graph, scorer, communities, retriever and detector; the
@@ -102,8 +97,7 @@ class MosaicMemory:
     # A search updates its namespace's retriever counters and may rebuild its index: searches stay serialised.
     parallel_namespaces = True
     parallel_search = False
-    # every numeric setting's allowed range (mosaic/settings.py): core.config_check applies it to the system block
-    CONFIG_RANGES = RANGES
+    # each setting's type and range is its constructor parameter's (core.config_check); these are the rules that tie keys
     CONFIG_RULES = staticmethod(combination_problems)  # settings that cannot run together
 
     def __init__(
@@ -119,15 +113,15 @@ class MosaicMemory:
         retrieval: Callable[..., Retriever] = Retriever,
         graph: Callable[..., MemoryGraph] = MemoryGraph,
         communities: Callable[[], Communities] = Communities,
-        search_weight: float = 0.2,
-        search_pool_factor: int = 2,
-        search_pool_extra: int = 5,
-        importance: Literal["rho"] | float = "rho",
+        search_weight: Share = 0.2,
+        search_pool_factor: Count = 2,
+        search_pool_extra: Size = 5,
+        importance: Literal["rho"] | Share = "rho",
         persist: bool = True,
         hand_over_edges: bool = True,
-        superseded: Literal["hide", "mark"] = "hide",
+        superseded: Superseded = "hide",
         *,
-        retry: RetryPolicy | Mapping[str, Any] | None,  # no default: conf/system/mosaic.yaml says (None: the client's own)
+        retry: RetryPolicy | None,  # no default: conf/system/mosaic.yaml says (None: the client's own); a mapping is its fields
     ) -> None:
         self.name = name
         # output guard: every structured call (extraction, belief, routing) retries as system.retry says
@@ -145,22 +139,9 @@ class MosaicMemory:
         self.search_pool_factor, self.search_pool_extra = int(search_pool_factor), int(search_pool_extra)
         self.importance = importance
         self.hand_over_edges = bool(hand_over_edges)
-        if superseded not in SUPERSEDED_MODES:
-            raise ConfigKeyError(f"system.superseded={superseded!r}: must be one of {', '.join(SUPERSEDED_MODES)}")
         self.superseded = superseded
         self.make_conflict, self.make_scoring, self.make_retrieval = conflict, scoring, retrieval
         self.make_graph, self.make_communities = graph, communities
-        settings: dict[str, Any] = {"search_weight": search_weight, "search_pool_factor": search_pool_factor,
-                                    "search_pool_extra": search_pool_extra, "importance": importance,
-                                    "hand_over_edges": hand_over_edges, "superseded": superseded}  # fmt: skip
-        for block, make in (("extract", extract), ("gate", gate), ("conflict", conflict), ("scoring", scoring),
-                            ("retrieval", retrieval), ("graph", graph), ("communities", communities)):  # fmt: skip
-            _check_block(block, make)
-            settings[block] = make.keywords if isinstance(make, functools.partial) else {}
-        # the ranges of mosaic/settings.py: the runner checked them before the run folder; a direct build checks them too
-        bad = range_problems(settings, RANGES, "system") or combination_problems(settings)
-        if bad:
-            raise ConfigKeyError("; ".join(bad))
         self.extractor: EntityExtractor = _built("extract", extract, llm=llm)
         self.gate: ConfidenceGate = _built("gate", gate, llm=llm)
         self._prototype = self._new_namespace()  # builds every per-namespace part once: bad config fails here

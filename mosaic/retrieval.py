@@ -22,14 +22,17 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from typing import Any, Callable, Iterable, Protocol
+from typing import Annotated, Any, Callable, Iterable, Literal, Protocol
 
 import faiss
 import numpy as np
+from pydantic import Field
+
+from core.config_check import Cosine, Count, Positive, Share, Size
 
 log = logging.getLogger(__name__)
 
-MODES = ("dual", "exact", "hnsw")
+Mode = Literal["dual", "exact", "hnsw"]
 
 
 class _HasText(Protocol):
@@ -205,36 +208,27 @@ class Retriever:
 
     def __init__(
         self,
-        mode: str = "dual",
-        top_k: int = 5,
-        lsh_bits: int | None = None,
-        lsh_tables: int = 24,
-        confidence_threshold: float = 0.3,
-        vote_ratio: float = 0.5,
-        max_communities: int = 4,
-        min_candidates: int | None = None,
-        min_similarity: float = 0.2,
+        mode: Mode = "dual",
+        top_k: Count = 5,
+        lsh_bits: Annotated[int, Field(ge=1, le=40)] | None = None,  # bits per table; null: chosen from community size
+        lsh_tables: Count = 24,
+        confidence_threshold: Share = 0.3,
+        vote_ratio: Share = 0.5,
+        max_communities: Count = 4,
+        min_candidates: Count | None = None,  # null: 4 * k
+        min_similarity: Cosine = 0.2,
         llm: Any | None = None,
-        seed: int = 0,
-        hnsw_m: int = 32,
-        hnsw_ef_search: int = 64,
-        hnsw_ef_construction: int = 80,
-        route_describe: int = 10,
-        route_max_tokens: int = 64,
-        auto_bits_member_cosine: float = 0.57,
-        auto_bits_per_bucket: float = 4.0,
+        seed: Size = 0,
+        hnsw_m: Count = 32,
+        hnsw_ef_search: Count = 64,
+        hnsw_ef_construction: Count = 80,
+        route_describe: Count = 10,
+        route_max_tokens: Count = 64,
+        auto_bits_member_cosine: Annotated[float, Field(gt=0, lt=1)] = 0.57,  # typical cosine of two community members
+        auto_bits_per_bucket: Positive = 4.0,
         with_source_turns: bool = False,
         match_source_turns: bool = False,
     ) -> None:
-        if mode not in MODES:
-            raise ValueError(f"retrieval.mode must be one of {MODES}, got {mode!r}")
-        if lsh_tables < 1 or (lsh_bits is not None and not 1 <= lsh_bits <= 40):
-            raise ValueError(f"retrieval.lsh_tables={lsh_tables} must be >= 1 and retrieval.lsh_bits={lsh_bits} null (auto) or in [1, 40]")
-        for key, value in (("top_k", top_k), ("max_communities", max_communities), ("hnsw_m", hnsw_m),
-                           ("hnsw_ef_search", hnsw_ef_search), ("hnsw_ef_construction", hnsw_ef_construction),
-                           ("route_describe", route_describe), ("route_max_tokens", route_max_tokens)):  # fmt: skip
-            if value < 1:
-                raise ValueError(f"retrieval.{key}={value} must be >= 1")
         self.mode = mode
         self.top_k = top_k
         self.lsh_bits = lsh_bits

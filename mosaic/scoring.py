@@ -30,12 +30,14 @@ then O(mean degree), independent of |V|, like the push itself.
 from __future__ import annotations
 
 from collections import deque
-from typing import Any, Protocol
+from typing import Annotated, Any, Protocol
 
 import networkx as nx
 import numpy as np
 import scipy.sparse as sp
+from pydantic import Field
 
+from core.config_check import Count, Positive, Weight
 
 class _HasImportance(Protocol):
     importance: float
@@ -59,31 +61,22 @@ class NodeScorer:
 
     def __init__(
         self,
-        alpha: float = 0.5,
-        beta: float = 0.3,
-        gamma: float = 0.2,
+        alpha: Weight = 0.5,
+        beta: Weight = 0.3,
+        gamma: Weight = 0.2,
         ncs: bool = True,
-        refresh_every: int = 200,
-        refresh_per_node: float = 0.05,
-        max_interval_scale: float = 8.0,
-        drift_tolerance: float = 0.01,
-        damping: float = 0.85,
-        push_epsilon: float = 1e-2,
-        prereq_weight: float = 1.0,
-        power_tol: float = 1e-8,
-        max_power_iterations: int = 200,
+        refresh_every: Count = 200,
+        refresh_per_node: Weight = 0.05,
+        max_interval_scale: Annotated[float, Field(ge=1)] = 8.0,
+        drift_tolerance: Positive = 0.01,
+        damping: Annotated[float, Field(gt=0, lt=1)] = 0.85,  # PageRank damping
+        push_epsilon: Positive = 1e-2,
+        prereq_weight: Weight = 1.0,
+        power_tol: Positive = 1e-8,
+        max_power_iterations: Count = 200,
     ) -> None:
-        for name, value in (("alpha", alpha), ("beta", beta), ("gamma", gamma)):
-            if value < 0:
-                raise ValueError(f"scoring.{name} must be >= 0, got {value}")
-        if not 0 < damping < 1:
-            raise ValueError(f"ncs.damping must be in (0, 1), got {damping}")
-        if push_epsilon <= 0:
-            raise ValueError(f"ncs.push_epsilon must be > 0, got {push_epsilon}")
         self.alpha, self.beta, self.gamma = alpha, beta, gamma
         self.ncs = ncs
-        if refresh_per_node < 0 or max_interval_scale < 1:
-            raise ValueError(f"ncs.refresh_per_node={refresh_per_node} must be >= 0 and ncs.max_interval_scale={max_interval_scale} >= 1")
         self.refresh_every = refresh_every
         self.refresh_per_node = refresh_per_node
         self.max_interval_scale = max_interval_scale

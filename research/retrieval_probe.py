@@ -34,6 +34,7 @@ from omegaconf import OmegaConf
 from eval.compare import paired_difference
 from eval.metrics import evidence_recall
 from eval.provenance import code_label, code_version
+from core.config_check import check_config
 from eval.runner import build_system, read_metrics
 from research.error_analysis import run_embedder, rows_by_key
 
@@ -54,6 +55,7 @@ def probe(run: Path, variants: dict[str, list[str]], embedder: Any = None, names
         cfg = OmegaConf.merge(config, OmegaConf.from_dotlist([f"system.{o.removeprefix('system.')}" for o in overrides]))
         with tempfile.TemporaryDirectory() as scratch:
             shutil.copytree(memories, Path(scratch) / "system" / "mosaic")
+            check_config(OmegaConf.to_container(cfg.system, resolve=True), "system")  # no validate() runs here
             system = build_system(cfg, None, embedder, Path(scratch))
             per_question: dict[str, float] = {}
             by_category: dict[str, list[float]] = defaultdict(list)

@@ -12,9 +12,12 @@ import logging
 import os
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import TYPE_CHECKING, Annotated, Any, Callable, Mapping
+
+from pydantic import ConfigDict, Field
 
 from core.api import ChatResult, LLMError, LLMOutputError, LLMUsage
+from core.config_check import Count, Positive
 from core.llm.cache import ResponseCache
 from core.llm.meter import UsageMeter
 
@@ -41,9 +44,11 @@ class RetryPolicy:
     (seeds 0, 1, ... at temperature 0), kept for callers that pass no policy (the judges).
     """
 
-    attempts: int = 2
-    temperature: float = 0.0
-    seed: int = 1
+    __pydantic_config__ = ConfigDict(extra="forbid")  # core.config_check: an unknown key of system.retry fails by name
+
+    attempts: Annotated[int, Field(ge=1)] = 2  # tries in all; 1 = no retry
+    temperature: Annotated[float, Field(ge=0, le=2)] = 0.0  # of the retries (0 repeats a greedy loop)
+    seed: Annotated[int, Field(ge=0)] = 1  # of the first retry
 
     def __post_init__(self) -> None:
         if int(self.attempts) < 1:
@@ -175,13 +180,13 @@ class OpenAICompatClient:
         model: str | None = None,
         api_key_env: str | None = None,
         cache_path: str | None = None,
-        timeout_s: float = 300.0,
-        max_retries: int = 4,
-        patience_s: float = 900.0,
-        retry_wait_s: float = 1.0,
-        health_timeout_s: float = 0.0,
+        timeout_s: Positive = 300.0,
+        max_retries: Count = 4,
+        patience_s: Positive = 900.0,
+        retry_wait_s: Annotated[float, Field(ge=0)] = 1.0,
+        health_timeout_s: Annotated[float, Field(ge=0)] = 0.0,
         extra_body: dict[str, Any] | None = None,
-        context_tokens: int | None = None,
+        context_tokens: Count | None = None,
         remember_output_faults: bool = True,
     ) -> None:
         self._base_url = base_url.rstrip("/") if base_url else ""

@@ -9,6 +9,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from core.config_check import Count, Positive
 from core.llm.client import OpenAICompatClient
 
 log = logging.getLogger(__name__)
@@ -57,12 +58,12 @@ class LocalLLM(OpenAICompatClient):
         model: str,
         model_name: str | None = None,
         hub_filename: str | None = None,
-        context_tokens: int = 16384,
-        threads: int | None = None,
-        parallel: int = 1,
+        context_tokens: Count = 16384,
+        threads: Count | None = None,
+        parallel: Count = 1,
         cache_path: str | None = None,
-        timeout_s: float = 600.0,
-        max_retries: int = 3,
+        timeout_s: Positive = 600.0,
+        max_retries: Count = 3,
         extra_body: dict[str, Any] | None = None,
         verbosity: int = 1,
         flash_attn: str | bool = "auto",

@@ -68,13 +68,13 @@ def locomo(workspace: dict[str, Path]) -> list[str]:
     ("overrides", "needles"),
     [
         (["+system.foo=1"], ["system.foo: unknown key", "it takes"]),
-        (["system=mosaic", "system.conflict.k=-1"], ["system.conflict.k=-1", "must be an integer >= 1"]),
+        (["system=mosaic", "system.conflict.k=-1"], ["system.conflict.k=-1", "must be int >= 1"]),
         (["benchmark.convention=foo"], ["benchmark.convention='foo'", "choose one of"]),
         (["benchmark.conversations=[99]"], ["benchmark.conversations: 99", "pick indices 0..1"]),
-        (["system=mosaic", "system.extract.max_entities=0"], ["system.extract.max_entities=0", "must be an integer >= 1"]),
-        (["system=mosaic", "system.conflict.threshold=-3"], ["system.conflict.threshold=-3", "must be a number >= 0 and <= 1"]),
+        (["system=mosaic", "system.extract.max_entities=0"], ["system.extract.max_entities=0", "must be int >= 1"]),
+        (["system=mosaic", "system.conflict.threshold=-3"], ["system.conflict.threshold=-3", "must be float >= 0 and <= 1"]),
         (["system=mosaic", "system.conflict.judge=proposed"], ["system.conflict.judge=proposed", "held_facts >= 1"]),
-        (["system=mosaic", "system.retrieval.mode=ivf"], ["system.retrieval.mode='ivf'", "must be one of"]),
+        (["system=mosaic", "system.retrieval.mode=ivf"], ["system.retrieval.mode='ivf'", "must be 'dual' or 'exact' or 'hnsw'"]),
         (["system=mosaic", "system.conflict.mode=contradict"], ["system.conflict.mode='contradict'", "Input should be 'nli', 'pick'"]),
         # the judge is built from conf/judge only: no default prompt to fall back on, checked before any run folder
         (["judge.prompt=null"], ["judge.prompt: no judge prompt chosen", "judge/prompt=default"]),
@@ -151,3 +151,23 @@ def test_an_unusable_llm_cache_found_after_the_lock_still_leaves_no_run_folder(w
     (workspace["tmp"] / "cache" / "llm_cache.sqlite").write_bytes(b"")
     done = run_py(workspace, locomo(workspace))
     assert_one_line_exit_2(done, workspace["results"], "llm_cache.sqlite is an empty (0-byte) file", "delete it")
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("llm.timeout_s=0", r"llm\.timeout_s=0: must be float > 0 \(core\.llm\.client\.OpenAICompatClient"),
+        ("llm.max_retries=0", r"llm\.max_retries=0: must be int >= 1"),
+        ("llm.context_tokens=0", r"llm\.context_tokens=0: must be int >= 1 or null"),
+        ("answerer.temperature=3", r"answerer\.temperature=3: must be float >= 0 and <= 2 \(eval\.answerer\.Answerer"),
+        ("answerer.max_answer_tokens=0", r"answerer\.max_answer_tokens=0: must be int >= 1"),
+    ],
+)
+def test_llm_and_answerer_ranges_are_their_constructor_parameters_types(override, message):
+    """The range lives in the signature (core.config_check checks it in validate(), before any run folder)."""
+    from core.config_check import ConfigKeyError
+    from eval.runner import validate
+    from tests.hydra_config import compose_config
+
+    with pytest.raises(ConfigKeyError, match=message):
+        validate(compose_config(["benchmark=conflict", "llm=openai_compat", "llm.base_url=http://127.0.0.1:9", "llm.model=m", override]))

@@ -55,7 +55,7 @@ def test_a_finished_run_skips_the_input_check_and_every_other_run_makes_it(tmp_p
     monkeypatch.setattr(runner, "input_hashes", lambda cfg: {})
     monkeypatch.setattr(runner, "run_dir_for", lambda cfg, inputs: tmp_path / "run")
     monkeypatch.setattr(runner, "check_inputs", lambda cfg: checked.append(True))
-    monkeypatch.setattr(runner, "_run_locked", lambda cfg, overrides, run_dir, inputs: {})
+    monkeypatch.setattr(runner, "_run_locked", lambda cfg, overrides, run_dir, inputs, built=None: {})
     (tmp_path / "run").mkdir()
 
     def checks(overwrite: bool = False) -> bool:
@@ -68,3 +68,20 @@ def test_a_finished_run_skips_the_input_check_and_every_other_run_makes_it(tmp_p
     assert checks()  # failed rows: the rerun does work
     (tmp_path / "run" / "metrics.json").write_text(json.dumps({"failures": {"rows": 0}}))
     assert not checks() and checks(overwrite=True)
+
+
+def test_the_run_uses_the_benchmark_and_embedder_the_input_check_built(tmp_path, monkeypatch):
+    """Each is built once at start: the objects check_inputs built (and checked) are the run's, not rebuilt."""
+    import eval.runner as runner
+    from omegaconf import OmegaConf
+
+    built = (object(), object())
+    received: list[object] = []
+    monkeypatch.setattr(runner, "validate", lambda cfg: None)
+    monkeypatch.setattr(runner, "input_hashes", lambda cfg: {})
+    monkeypatch.setattr(runner, "run_dir_for", lambda cfg, inputs: tmp_path / "run")
+    monkeypatch.setattr(runner, "check_inputs", lambda cfg: built)
+    monkeypatch.setattr(runner, "_run_locked", lambda cfg, overrides, run_dir, inputs, built=None: received.append(built) or {})
+    (tmp_path / "run").mkdir()
+    runner.run(OmegaConf.create({"overwrite": False}))
+    assert received == [built]

@@ -18,6 +18,8 @@ from mosaic.retrieval import Retriever
 from tests.fakes import FakeLLM
 from tests.unit.mosaic.test_conflict import RULES, HashEmbedder, LogprobLLM, _graph
 from tests.unit.mosaic.test_graph import BowEmbedder
+from core.config_check import check_kwargs
+from mosaic.settings import combination_problems
 
 
 class BatchLogprobLLM(FakeLLM):
@@ -113,10 +115,10 @@ def test_an_unparsed_check_is_counted_and_decides_nothing():
 
 
 def test_batch_needs_nli_without_explanations():
-    with pytest.raises(ValueError, match="conflict.batch=true needs conflict.mode=nli"):
-        ConflictDetector(FakeLLM(lambda m, s: ""), batch=True, mode="pick")
-    with pytest.raises(ValueError, match="explain=True"):
-        ConflictDetector(FakeLLM(lambda m, s: ""), batch=True, explain=True)
+    [problem] = combination_problems({"conflict": {"batch": True, "mode": "pick"}})
+    assert "system.conflict.batch=true needs system.conflict.mode=nli" in problem
+    [problem] = combination_problems({"conflict": {"batch": True, "explain": True}})
+    assert "explain=True" in problem
 
 
 # -- the memory's write groups ---------------------------------------------------------------
@@ -238,5 +240,5 @@ def test_extraction_ahead_is_off_where_a_turn_depends_on_memory(tmp_path):
     mem = MosaicMemory(retry=None, llm=llm, embedder=BowEmbedder(), workdir=tmp_path, retrieval=partial(Retriever, mode="exact", top_k=5),
                        extract=partial(EntityExtractor, concurrent_calls=3, held_facts=2))  # fmt: skip
     assert not mem.extractor.can_extract_ahead()
-    with pytest.raises(ValueError, match=r"extract.concurrent_calls=0 must be >= 1"):
-        EntityExtractor(llm, concurrent_calls=0)
+    with pytest.raises(ValueError, match=r"extract.concurrent_calls=0: must be int >= 1"):
+        check_kwargs(EntityExtractor, {"concurrent_calls": 0}, "system.extract")

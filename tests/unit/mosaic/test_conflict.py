@@ -20,6 +20,8 @@ from mosaic.graph import MemoryGraph
 from core.quantities import mask_numbers, numeric_clash, quantities
 from tests.fakes import FakeLLM
 from tests.fakes import HashEmbedder as FakeHashEmbedder
+from core.config_check import check_kwargs
+from mosaic.settings import combination_problems
 
 
 def HashEmbedder() -> FakeHashEmbedder:  # noqa: N802 (the tests build it like a class)
@@ -145,10 +147,10 @@ def test_n_facts_caps_what_the_llm_sees_and_k_reaches_the_candidates():
 
 
 def test_bad_k_and_n_facts_are_refused():
-    with pytest.raises(ValueError, match="conflict.k=-1 must be >= 1"):
-        ConflictDetector(FakeLLM(lambda m, s: ""), k=-1)
+    with pytest.raises(ValueError, match="conflict.k=-1: must be int >= 1"):
+        check_kwargs(ConflictDetector, {"k": -1}, "system.conflict")
     with pytest.raises(ValueError, match="conflict.n_facts"):
-        ConflictDetector(FakeLLM(lambda m, s: ""), n_facts=0)
+        check_kwargs(ConflictDetector, {"n_facts": 0}, "system.conflict")
 
 
 def test_threshold_and_explanation_calls():
@@ -233,7 +235,7 @@ def test_supersede_mode_asks_yes_or_no_about_the_nearest_held_fact_only():
 
 def test_bad_mode_is_refused():
     with pytest.raises(ValueError, match="conflict.mode"):
-        ConflictDetector(FakeLLM(lambda m, s: ""), mode="vote")
+        check_kwargs(ConflictDetector, {"mode": "vote"}, "system.conflict")
 
 
 def test_a_restatement_of_a_held_fact_is_not_judged_by_the_llm():
@@ -291,13 +293,16 @@ def test_revision_rule_supersedes_a_close_held_fact_without_the_llm():
 
 @pytest.mark.parametrize("revision_similarity", [0.1, 0.95, 1.2])
 def test_revision_rule_outside_candidates_and_restatements_is_refused(revision_similarity):
-    with pytest.raises(ValueError, match="revision_similarity"):
-        ConflictDetector(FakeLLM(lambda m, s: "x"), min_similarity=0.2, duplicate_similarity=0.95, revision_similarity=revision_similarity)
+    block = {"min_similarity": 0.2, "duplicate_similarity": 0.95, "revision_similarity": revision_similarity}
+    assert any("revision_similarity" in p for p in combination_problems({"conflict": block}))
+    if revision_similarity > 1:  # not a cosine: its type refuses it too
+        with pytest.raises(ValueError, match="revision_similarity"):
+            check_kwargs(ConflictDetector, block, "system.conflict")
 
 
 def test_judge_radius_below_candidate_floor_is_refused():
-    with pytest.raises(ValueError, match="judge_min_similarity"):
-        ConflictDetector(FakeLLM(lambda m, s: "x"), min_similarity=0.3, judge_min_similarity=0.2)
+    [problem] = combination_problems({"conflict": {"min_similarity": 0.3, "judge_min_similarity": 0.2}})
+    assert "judge_min_similarity=0.2 is below system.conflict.min_similarity=0.3" in problem
 
 
 def test_judge_proposed_confirms_only_what_extraction_proposed():
@@ -317,4 +322,4 @@ def test_judge_proposed_confirms_only_what_extraction_proposed():
                      session_time="2024-02-01")
     assert [d.conflict_type for d in detector.check(numbers, graph)] == ["numeric"] and len(llm.requests) == 1
     with pytest.raises(ValueError, match="judge"):
-        ConflictDetector(llm, judge="sometimes")
+        check_kwargs(ConflictDetector, {"judge": "sometimes"}, "system.conflict")

@@ -9,6 +9,8 @@ import pytest
 from mosaic.extract import EntityExtractor, prerequisite_pairs
 from core.api import Turn
 from tests.fakes import FakeLLM
+from core.config_check import check_kwargs
+from mosaic.settings import combination_problems
 
 def _turn(text: str = "I went to a support group yesterday. It was powerful.") -> Turn:
     return Turn("D1:3", "Caroline", text)
@@ -103,7 +105,7 @@ def test_default_extraction_has_no_held_facts_or_clash_field():
     assert "Memory" not in llm.requests[0]["messages"][-1]["content"] and "Memory" not in ex.system_prompt
     assert "clash" not in llm.requests[0]["schema"]["properties"]["facts"]["items"]["properties"]
     with pytest.raises(ValueError, match="held_facts"):
-        EntityExtractor(llm, held_facts=-1)
+        check_kwargs(EntityExtractor, {"held_facts": -1}, "system.extract")
 
 
 # ----------------------------------------------------------------------------- rows output format
@@ -137,11 +139,9 @@ def test_rows_format_yields_the_same_entities_as_the_object_format_from_the_same
 def test_rows_format_is_refused_where_a_prompt_names_fields_and_unknown_formats_are_refused():
     llm = FakeLLM(lambda m, s: {"facts": []})
     with pytest.raises(ValueError, match="output_format"):
-        EntityExtractor(llm, output_format="csv")
-    with pytest.raises(ValueError, match="held_facts"):
-        EntityExtractor(llm, output_format="rows", held_facts=2)
-    with pytest.raises(ValueError, match="turns_per_call"):
-        EntityExtractor(llm, output_format="rows", turns_per_call=2)
+        check_kwargs(EntityExtractor, {"output_format": "csv"}, "system.extract")
+    assert "held_facts=2 / turns_per_call=1" in combination_problems({"extract": {"output_format": "rows", "held_facts": 2}})[-1]
+    assert "held_facts=0 / turns_per_call=2" in combination_problems({"extract": {"output_format": "rows", "turns_per_call": 2}})[-1]
 
 
 # ----------------------------------------------------------------------------- oracle extractor
@@ -195,9 +195,8 @@ def test_model_source_ignores_oracle_facts_and_bad_sources_are_refused():
     turn = Turn("D1:1", "Jon", "Hello there.", oracle_facts=(OracleFact("x", "Jon is a spy."),))
     assert EntityExtractor(llm).extract(turn).entities == [] and llm.usage.calls == 1
     with pytest.raises(ValueError, match="extract.source='gold'"):
-        EntityExtractor(llm, source="gold")
-    with pytest.raises(ValueError, match="held_facts"):
-        EntityExtractor(llm, source="oracle", held_facts=3)
+        check_kwargs(EntityExtractor, {"source": "gold"}, "system.extract")
+    assert any("source=oracle with system.extract.held_facts=3" in p for p in combination_problems({"extract": {"source": "oracle", "held_facts": 3}}))
 
 
 def test_mosaic_with_the_oracle_extractor_runs_the_usual_write_path_and_names_the_gold_facts(tmp_path):

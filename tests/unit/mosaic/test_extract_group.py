@@ -13,6 +13,8 @@ from core.llm import LLMError
 from mosaic.extract import EntityExtractor, _entity_id
 from mosaic.extract_prompts import group_extraction_schema
 from tests.fakes import FakeLLM
+from core.config_check import check_kwargs
+from mosaic.settings import combination_problems
 
 SESSION = "1:56 pm on 8 May, 2023"
 LIO = Turn("D5:1", "Lio", "I hired an apprentice, Tova, last week. She starts on the rye.")
@@ -150,7 +152,6 @@ def test_an_llm_failure_is_one_failure_per_turn_and_one_failed_call(caplog):
 def test_turns_per_call_is_validated():
     llm = FakeLLM(lambda m, s: {"facts": []})
     with pytest.raises(ValueError, match="extract.turns_per_call"):
-        EntityExtractor(llm, turns_per_call=0)
-    with pytest.raises(ValueError, match="held_facts"):
-        EntityExtractor(llm, turns_per_call=2, held_facts=3)
+        check_kwargs(EntityExtractor, {"turns_per_call": 0}, "system.extract")
+    assert "held_facts=3: cannot be combined" in combination_problems({"extract": {"turns_per_call": 2, "held_facts": 3}})[0]
     assert EntityExtractor(llm).turns_per_call == 1 and EntityExtractor(llm).extract_group([]) == []

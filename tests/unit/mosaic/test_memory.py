@@ -243,12 +243,14 @@ def test_fused_variant_shows_held_facts_and_hands_proposals_to_the_check(tmp_pat
     assert "Memory:" not in prompts[0] and "Memory:" in prompts[1]
 
 
-def test_judge_proposed_without_held_facts_is_refused(tmp_path):
-    from core.config_check import ConfigKeyError
+def test_judge_proposed_without_held_facts_is_refused():
+    from mosaic.settings import combination_problems
 
-    with pytest.raises(ConfigKeyError, match="held_facts"):
-        MosaicMemory(retry=None, llm=FakeLLM(responder), embedder=BowEmbedder(), workdir=tmp_path,
-                     conflict=partial(ConflictDetector, judge="proposed"))
+    # the runner's validate() applies MosaicMemory.CONFIG_RULES to the system block, once, before any run folder
+    assert MosaicMemory.CONFIG_RULES is combination_problems
+    [problem] = combination_problems({"conflict": {"judge": "proposed"}})
+    assert "needs system.extract.held_facts >= 1" in problem
+    assert combination_problems({"conflict": {"judge": "proposed"}, "extract": {"held_facts": 2}}) == []
 
 
 def test_exclusivity_check_keeps_compatible_values_held_side_by_side(tmp_path):

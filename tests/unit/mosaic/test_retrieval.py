@@ -11,6 +11,7 @@ import pytest
 
 from mosaic.retrieval import LSHCommunityRouter, Retriever
 from tests.fakes import FakeLLM
+from core.config_check import check_kwargs
 
 DIM = 384
 
@@ -189,4 +190,4 @@ def test_without_llm_an_unsure_query_falls_back_to_searching_more():
 
 def test_unknown_mode_is_rejected():
     with pytest.raises(ValueError, match="retrieval.mode"):
-        Retriever(mode="ivf")
+        check_kwargs(Retriever, {"mode": "ivf"}, "system.retrieval")

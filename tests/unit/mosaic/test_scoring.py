@@ -11,6 +11,7 @@ import pytest
 
 from mosaic.communities import Communities
 from mosaic.scoring import NodeScorer
+from core.config_check import check_kwargs
 
 
 class HandGraph:
@@ -216,7 +217,7 @@ def test_push_cascade_depth_on_a_chain_is_its_longest_path_plus_one():
 
 def test_bad_weights_are_rejected():
     with pytest.raises(ValueError, match="alpha"):
-        NodeScorer(alpha=-1)
+        check_kwargs(NodeScorer, {"alpha": -1}, "system.scoring")
 
 
 # ---- communities ------------------------------------------------------------------------------

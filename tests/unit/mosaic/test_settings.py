@@ -21,42 +21,10 @@ from tests.unit.mosaic.test_graph import BowEmbedder
 
 CONF = REPO / "conf"
 
-# one non-default value per key of conf/system/mosaic.yaml (top level, then block.key)
-NON_DEFAULT: dict[str, object] = {
-    "name": "mosaic_b", "persist": False, "search_weight": 0.35, "search_pool_factor": 3, "search_pool_extra": 2, "importance": 0.5,
-    "hand_over_edges": False, "superseded": "mark",
-    "extract.max_entities": 4, "extract.max_tokens": 111, "extract.context_chars": 50, "extract.max_fact_chars": 99, "extract.copy_margin": 0.25,
-    "extract.held_facts": 2, "extract.turns_per_call": 2, "extract.source": "oracle", "extract.concurrent_calls": 3,
-    "extract.output_format": "rows",
-    "gate.enabled": False, "gate.rho_min": 0.7, "gate.delta": 0.5, "gate.weights": (0.5, 0.25, 0.25), "gate.rule_weight": 0.6,
-    "gate.new_value_prior": 0.3, "gate.likelihood_floor": 0.1, "gate.llm_assessment": False, "gate.max_tokens": 55,
-    "gate.exclusivity_check": True,
-    "conflict.enabled": True, "conflict.k": 10, "conflict.n_facts": 10, "conflict.mode": "pick", "conflict.threshold": 0.5,
-    "conflict.min_similarity": 0.1, "conflict.numeric_similarity": 0.8, "conflict.numeric_tolerance": 0.05,
-    "conflict.duplicate_similarity": 0.9, "conflict.reject_margin": 0.3, "conflict.use_numeric_rule": False, "conflict.use_llm": False,
-    "conflict.explain": True, "conflict.max_explain_tokens": 20, "conflict.top_logprobs": 5, "conflict.use_belief": False,
-    "conflict.judge_min_similarity": 0.4, "conflict.judge": "proposed", "conflict.batch": True, "conflict.revision_similarity": 0.8,
-    "conflict.source": "gold",
-    "scoring.alpha": 0.4, "scoring.beta": 0.4, "scoring.gamma": 0.1, "scoring.damping": 0.9, "scoring.prereq_weight": 0.5,
-    "scoring.power_tol": 1e-6, "scoring.max_power_iterations": 50, "scoring.ncs": False, "scoring.refresh_every": 100,
-    "scoring.drift_tolerance": 0.05, "scoring.push_epsilon": 0.001, "scoring.refresh_per_node": 0.1, "scoring.max_interval_scale": 4.0,
-    "retrieval.mode": "hnsw", "retrieval.top_k": 7, "retrieval.lsh_tables": 12, "retrieval.lsh_bits": 8,
-    "retrieval.auto_bits_member_cosine": 0.6, "retrieval.auto_bits_per_bucket": 8.0, "retrieval.confidence_threshold": 0.4,
-    "retrieval.vote_ratio": 0.6, "retrieval.max_communities": 3, "retrieval.min_candidates": 10, "retrieval.min_similarity": 0.3,
-    "retrieval.route_describe": 5, "retrieval.route_max_tokens": 32, "retrieval.hnsw_m": 16, "retrieval.hnsw_ef_search": 32,
-    "retrieval.hnsw_ef_construction": 40, "retrieval.seed": 7, "retrieval.with_source_turns": True, "retrieval.match_source_turns": True,
-    "graph.assoc_threshold": 0.6, "graph.assoc_top_n": 3,
-    "communities.resolution": 0.5, "communities.rerun_fraction": 0.1, "communities.rerun_every": 3, "communities.min_nodes_for_rerun": 2,
-    "communities.n_iterations": 3, "communities.seed": 7, "communities.local_rerun_fraction": 0.25, "communities.local_min_size": 4,
-    "communities.local_from_nodes": 50, "communities.backstop_rerun_fraction": 0.5,
-    "retry.attempts": 3, "retry.temperature": 0.5, "retry.seed": 4,
-}  # fmt: skip
-
-# keys whose non-default value refuses another's (a group extraction shows no held facts; a batched judgement
-# reads one nli label per check, with no "why?" call; the rows format has no prompt with held facts or several
-# messages): checked in a build of their own
-ALONE: dict[str, object] = {"extract.turns_per_call": 2, "conflict.batch": True, "extract.source": "oracle", "extract.output_format": "rows",
-                            "conflict.source": "gold"}
+# A value other than conf's for every key of conf/system/mosaic.yaml is generated from the key's constructor
+# parameter (its type and range; _non_default below), so a new setting needs no entry in this file.
+# conflict.enabled=false removes the object its siblings are read from: test_the_conflict_switch_removes_the_detector.
+KEPT = {"conflict.enabled"}
 
 # a key the runner's check refuses raises ConfigKeyError; a value a constructor refuses comes through Hydra's
 # instantiate, which wraps it (the message still names the key)
@@ -96,29 +64,54 @@ def _build(overrides: list[str], tmp_path: Path):
     return build_system(_compose(overrides), FakeLLM(lambda m, s: {"facts": []}), BowEmbedder(), tmp_path)
 
 
-def test_every_key_of_the_mosaic_config_is_covered_here():
-    assert _yaml_keys() == set(NON_DEFAULT)
-    defaults = yaml.safe_load((CONF / "system" / "mosaic.yaml").read_text())
-    for key, value in NON_DEFAULT.items():
-        block, _, inner = key.rpartition(".")
-        default = defaults[block][inner] if block else defaults[key]
-        assert default != value or key == "conflict.enabled", f"{key}: the test value must differ from the default"
+def test_a_value_other_than_conf_s_is_generated_for_every_key():
+    shipped, generated = _shipped(), _non_default()
+    assert set(generated) == _yaml_keys() and len(generated) > 80
+    for key, value in generated.items():
+        assert value != shipped[key] or key in KEPT, f"{key}: no other value could be generated from its constructor parameter"
 
 
-def test_non_default_values_reach_every_object(tmp_path):
-    overrides = [_override(k, v) for k, v in NON_DEFAULT.items() if k not in ("retrieval.seed", "communities.seed", *ALONE)] + ["seed=7"]
-    memory = _build(overrides, tmp_path)
-    assert isinstance(memory, MosaicMemory)
+def _objects(memory: MosaicMemory) -> dict[str, object]:
     space = memory._space("ns")  # the per-namespace parts, built from the same blocks
-    objects = {"": memory, "extract": memory.extractor, "gate": memory.gate, "conflict": space.detector, "scoring": space.scorer,
-               "retrieval": space.retriever, "graph": space.graph, "communities": space.communities, "retry": memory.retry}
-    for key, expected in NON_DEFAULT.items():
-        if key in ALONE:
-            continue
+    return {"": memory, "extract": memory.extractor, "gate": memory.gate, "conflict": space.detector, "scoring": space.scorer,
+            "retrieval": space.retriever, "graph": space.graph, "communities": space.communities, "retry": memory.retry}
+
+
+def _reached(memory: MosaicMemory, values: dict[str, object]) -> None:
+    objects = _objects(memory)
+    for key, expected in values.items():
         block, _, inner = key.rpartition(".")
         read = READ.get(key, lambda obj, name=inner: getattr(obj, name))
         got = read(objects[block])
         assert got == pytest.approx(expected) if isinstance(expected, float) else got == expected, f"system.{key}: {got!r} != {expected!r}"
+
+
+def test_non_default_values_reach_every_object(tmp_path):
+    """Every key at a generated value other than conf's: together where the combination rules allow, else alone."""
+    from mosaic.settings import combination_problems
+
+    generated, shipped = _non_default(), _shipped()
+    interpolated = {key for key, value in shipped.items() if isinstance(value, str) and value.startswith("${")}  # ${seed}
+    together: dict[str, object] = {}
+    alone: dict[str, object] = {}
+    for key, value in generated.items():
+        if key in interpolated:
+            continue
+        trial = {**together, key: value}
+        (together if not combination_problems(_nested(trial)) else alone)[key] = value
+    for key, value in list(alone.items()):  # a key that needs a partner found later (judge=proposed: held_facts) joins now
+        if not combination_problems(_nested({**together, key: value})):
+            together[key] = alone.pop(key)
+    memory = _build([_override(k, v) for k, v in together.items()] + ["seed=7"], tmp_path)
+    assert isinstance(memory, MosaicMemory)
+    _reached(memory, {**together, **{key: 7 for key in interpolated}})
+    refused_alone = []
+    for key, value in alone.items():
+        if combination_problems(_nested({key: value})):
+            refused_alone.append(key)  # needs a partner: its ablation's build test below covers it
+            continue
+        _reached(_build([_override(key, value)], tmp_path / key), {key: value})
+    assert len(together) > 80 and len(refused_alone) <= 1, refused_alone
 
 
 def test_the_conflict_switch_removes_the_detector(tmp_path):
@@ -131,31 +124,30 @@ def test_the_conflict_switch_removes_the_detector(tmp_path):
     [
         (["+system.retrieval.no_such_knob=1"], r"system\.retrieval\.no_such_knob: unknown key for mosaic\.retrieval\.Retriever"),
         (["+system.no_such_knob=1"], r"system\.no_such_knob: unknown key for mosaic\.memory\.MosaicMemory"),
-        (["system.retrieval.lsh_tables=abc"], r"system\.retrieval\.lsh_tables='abc' does not fit"),
-        (["system.gate.weights=[1,2]"], r"system\.gate\.weights=\[1, 2\]: must be a list of 3 numbers"),
-        (["system.conflict.k=-1"], r"system\.conflict\.k=-1: must be an integer >= 1"),
-        (["system.retrieval.mode=ivf"], r"system\.retrieval\.mode='ivf': must be one of \['dual', 'exact', 'hnsw'\]"),
+        (["system.retrieval.lsh_tables=abc"], r"system\.retrieval\.lsh_tables='abc': must be int >= 1"),
+        (["system.gate.weights=[1,2]"], r"system\.gate\.weights=\[1, 2\]: must be a list of 3 x float >= 0"),
+        (["system.conflict.k=-1"], r"system\.conflict\.k=-1: must be int >= 1"),
+        (["system.retrieval.mode=ivf"], r"system\.retrieval\.mode='ivf': must be 'dual' or 'exact' or 'hnsw'"),
         (["system.importance=often"], r"system\.importance"),
         (["system.conflict.judge=proposed"], r"system\.conflict\.judge=proposed .* needs system\.extract\.held_facts >= 1"),
         (["ablation=batched_writes", "system.extract.held_facts=2"], r"system\.extract\.turns_per_call=2 with system\.extract\.held_facts=2: cannot be combined"),
         (["system.conflict.batch=true", "system.conflict.mode=pick"], r"system\.conflict\.batch=true needs system\.conflict\.mode=nli"),
-        (["system.extract.source=gold"], r"system\.extract\.source='gold': must be one of \['model', 'oracle'\]"),
+        (["system.extract.source=gold"], r"system\.extract\.source='gold': must be 'model' or 'oracle'"),
         (["ablation=oracle_extractor", "system.extract.held_facts=2"], r"system\.extract\.source=oracle with system\.extract\.held_facts=2: cannot be combined"),
-        (["system.retry.attempts=0"], r"system\.retry\.attempts=0: must be an integer >= 1"),
-        (["+system.retry.tries=2"], r"system\.retry: .*tries"),
+        (["system.retry.attempts=0"], r"system\.retry\.attempts=0: Input should be greater than or equal to 1"),
+        (["+system.retry.tries=2"], r"system\.retry\.tries=2: Unexpected keyword argument"),
         (["system=rag", "+system.no_such_knob=1"], r"system\.no_such_knob: unknown key for baselines\.rag\.RagMemory"),
-        (["system=full_context", "system.chars_per_token=many"], r"system\.chars_per_token='many' does not fit"),
+        (["system=full_context", "system.chars_per_token=many"], r"system\.chars_per_token='many': must be"),
     ],
 )
-def test_a_wrong_key_or_value_fails_at_build_naming_the_key(tmp_path, overrides, message):
-    with pytest.raises(REFUSED, match=message):
-        _build(overrides, tmp_path)
+def test_a_wrong_key_or_value_fails_at_validation_naming_the_key(overrides, message):
+    """Checked once, by the runner's validate(), before the run folder exists; build_system does not check again."""
+    with pytest.raises(ConfigKeyError, match=message):
+        _validate(overrides if any(o.startswith("system=") for o in overrides) else ["system=mosaic", *overrides])
 
 
 def test_the_retriever_is_built_at_start(tmp_path):
     """A retrieval mistake that only the constructor sees fails before any ingest, not at the first search."""
-    with pytest.raises(REFUSED, match=r"system\.retrieval\.hnsw_m=0: must be an integer >= 1"):
-        _build(["system.retrieval.hnsw_m=0"], tmp_path)
     with pytest.raises(REFUSED, match=r"system.retrieval: retrieval: lsh_tables\*lsh_bits = 24\*17 exceeds the vector size 384"):
         _build(["system.retrieval.lsh_bits=17"], tmp_path)
 
@@ -175,8 +167,8 @@ def test_the_exclusive_slots_variant_switches_only_the_gate_check(tmp_path):
 
 def test_the_batched_writes_variant_sets_both_of_its_keys_and_builds(tmp_path):
     memory = _build(["ablation=batched_writes"], tmp_path)
-    assert memory.extractor.turns_per_call == ALONE["extract.turns_per_call"]
-    assert memory._space("ns").detector.batch is ALONE["conflict.batch"]
+    assert memory.extractor.turns_per_call == 2
+    assert memory._space("ns").detector.batch is True
     default = _build([], tmp_path / "default")
     assert default.extractor.turns_per_call == 1 and default._space("ns").detector.batch is False  # the paper's write path
 
@@ -190,32 +182,117 @@ def test_the_paired_extraction_variant_pairs_turns_but_judges_each_check_alone(t
     assert default._space("ns").detector.judge_min_similarity is None  # the paper's write path asks every check
 
 
-# -- ranges (mosaic/settings.py): every numeric value is checked from its meaning, at validation ---------------
+# -- ranges: every numeric value's range is its constructor parameter's type, checked at validation ---------------
 def _numeric(value: object) -> bool:
     return (isinstance(value, (int, float)) and not isinstance(value, bool)) or isinstance(value, tuple)
 
 
-def test_every_numeric_mosaic_key_has_a_declared_range():
-    from mosaic.settings import RANGES
+def _bounds(hint: object) -> list[tuple[str, float]]:
+    """(kind, bound) of every ge/gt/le/lt in a parameter's annotation (inside unions, tuples and Annotated)."""
+    import typing
 
-    numeric = {key for key, value in NON_DEFAULT.items() if _numeric(value)}
-    assert len(numeric) > 60  # the table is not vacuous
-    assert numeric - set(RANGES) == set(), "numeric keys of conf/system/mosaic.yaml without a range"
-    assert set(RANGES) <= _yaml_keys()  # no range for a key that does not exist
+    found = []
+    if typing.get_origin(hint) is typing.Annotated:
+        for meta in typing.get_args(hint)[1:]:
+            for item in [meta, *getattr(meta, "metadata", [])]:
+                found += [(kind, getattr(item, kind)) for kind in ("ge", "gt", "le", "lt") if isinstance(getattr(item, kind, None), int | float)]
+    for arg in typing.get_args(hint):
+        found += _bounds(arg) if arg is not hint else []
+    return list(dict.fromkeys(found))
 
 
-def test_shipped_and_test_values_are_in_range():
-    from core.config_check import range_problems
-    from mosaic.settings import RANGES
+def _parameter_types() -> dict[str, tuple[object, object]]:
+    """Each key of conf/system/mosaic.yaml -> (its constructor parameter's type, the parameter's default)."""
+    import inspect
+
+    from hydra.utils import get_object
+
+    from core.config_check import _annotations
+    from core.llm import RetryPolicy
+
+    shipped = yaml.safe_load((CONF / "system" / "mosaic.yaml").read_text())
+    out = {}
+    for key in _yaml_keys():
+        block, _, inner = key.rpartition(".")
+        target = RetryPolicy if block == "retry" else get_object(shipped[block]["_target_"] if block else shipped["_target_"])
+        params = inspect.signature(target).parameters
+        out[key] = (_annotations(target, params).get(inner), params[inner].default)
+    return out
+
+
+def _shipped() -> dict[str, object]:
+    """Each key of conf/system/mosaic.yaml (block.key) -> its value there."""
+    raw = yaml.safe_load((CONF / "system" / "mosaic.yaml").read_text())
+    out = {}
+    for key in _yaml_keys():
+        block, _, inner = key.rpartition(".")
+        out[key] = raw[block][inner] if block else raw[key]
+    return out
+
+
+def _nested(values: dict[str, object]) -> dict:
+    nested: dict = {}
+    for key, value in values.items():
+        block, _, inner = key.rpartition(".")
+        (nested.setdefault(block, {}) if block else nested)[inner] = list(value) if isinstance(value, tuple) else value
+    return nested
+
+
+def _other_value(hint: object, value: object) -> object:
+    """A value of ``hint`` (a constructor parameter's type) other than ``value``, inside its range."""
+    import typing
+
+    args = typing.get_args(hint)
+    literals = [a for a in (args if typing.get_origin(hint) is typing.Literal else ()) if a != value]
+    literals += [x for a in args if typing.get_origin(a) is typing.Literal for x in typing.get_args(a) if x != value]
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, str) and literals and isinstance(literals[0], str):
+        return literals[0]
+    if isinstance(value, list | tuple):
+        return tuple(_other_value(typing.get_args(hint)[0] if typing.get_origin(hint) is typing.Annotated else float, v) for v in value)
+    bounds = dict(_bounds(hint))
+    low, high = bounds.get("ge", bounds.get("gt")), bounds.get("le", bounds.get("lt"))
+    if isinstance(value, str) and not _bounds(hint):
+        return value + "_b"  # a name
+    integer = "int" in str(hint) and "float" not in str(hint)
+    if not isinstance(value, int | float):  # null or a word ('rho'): a number inside the range
+        if integer:
+            return int(low or 0) + 1
+        return (low if low is not None else 0) + 0.75 * ((high if high is not None else 1) - (low if low is not None else 0))
+    if integer:
+        return value + 1 if high is None or value + 1 <= high else value - 1
+    bigger = value * 1.1 if value else 0.1
+    return bigger if high is None or bigger < high else value * 0.9
+
+
+def _non_default() -> dict[str, object]:
+    """Each key of conf/system/mosaic.yaml -> a value other than conf's, from its constructor parameter (KEPT: conf's)."""
+    shipped, types = _shipped(), _parameter_types()
+    return {key: shipped[key] if key in KEPT else _other_value(types[key][0], shipped[key]) for key in sorted(shipped)}
+
+
+def test_every_numeric_mosaic_key_has_a_range_in_its_constructor():
+    types = _parameter_types()
+    numeric = {key for key, value in _non_default().items() if _numeric(value)}
+    assert len(numeric) > 60  # not vacuous
+    unbounded = {key for key in numeric if not _bounds(types[key][0])}
+    assert unbounded == set(), "numeric keys of conf/system/mosaic.yaml whose constructor parameter declares no range"
+
+
+def test_shipped_and_generated_values_are_in_range():
+    from hydra.utils import get_object
+
+    from core.config_check import check_config, check_kwargs
+    from core.llm import RetryPolicy
 
     shipped = yaml.safe_load((CONF / "system" / "mosaic.yaml").read_text())
     shipped["retrieval"]["seed"] = shipped["communities"]["seed"] = 0  # ${seed}
-    assert range_problems(shipped, RANGES, "system") == []
-    nested: dict = {}
-    for key, value in NON_DEFAULT.items():
+    check_config(shipped, "system")
+    for key, value in _non_default().items():  # each generated value fits its parameter's type and range
         block, _, inner = key.rpartition(".")
-        (nested.setdefault(block, {}) if block else nested)[inner] = list(value) if isinstance(value, tuple) else value
-    assert range_problems(nested, RANGES, "system") == []
+        target = RetryPolicy if block == "retry" else get_object(shipped[block]["_target_"] if block else shipped["_target_"])
+        check_kwargs(target, {inner: list(value) if isinstance(value, tuple) else value}, f"system.{key}")
 
 
 def _validate(overrides: list[str]):
@@ -228,17 +305,17 @@ def _validate(overrides: list[str]):
 @pytest.mark.parametrize(
     ("override", "message"),
     [
-        ("system.extract.max_entities=0", r"system\.extract\.max_entities=0: must be an integer >= 1"),
-        ("system.conflict.threshold=-3", r"system\.conflict\.threshold=-3: must be a number >= 0 and <= 1"),
-        ("system.conflict.threshold=1.5", r"system\.conflict\.threshold=1\.5: must be a number >= 0 and <= 1"),
-        ("system.gate.new_value_prior=2", r"system\.gate\.new_value_prior=2: must be a number >= 0 and <= 1"),
-        ("system.scoring.alpha=-0.1", r"system\.scoring\.alpha=-0\.1: must be a number >= 0"),
-        ("system.gate.weights=[-1,1,1]", r"system\.gate\.weights=\[-1, 1, 1\]: must be a list of 3 numbers, each a number >= 0"),
+        ("system.extract.max_entities=0", r"system\.extract\.max_entities=0: must be int >= 1"),
+        ("system.conflict.threshold=-3", r"system\.conflict\.threshold=-3: must be float >= 0 and <= 1"),
+        ("system.conflict.threshold=1.5", r"system\.conflict\.threshold=1\.5: must be float >= 0 and <= 1"),
+        ("system.gate.new_value_prior=2", r"system\.gate\.new_value_prior=2: must be float >= 0 and <= 1"),
+        ("system.scoring.alpha=-0.1", r"system\.scoring\.alpha=-0\.1: must be float >= 0"),
+        ("system.gate.weights=[-1,1,1]", r"system\.gate\.weights=\[-1, 1, 1\]: must be a list of 3 x float >= 0"),
         ("system.gate.weights=[0,0,0]", r"not all 0"),
-        ("system.scoring.damping=1", r"system\.scoring\.damping=1: must be a number > 0 and < 1"),
-        ("system.retrieval.top_k=0", r"system\.retrieval\.top_k=0: must be an integer >= 1"),
-        ("system.communities.n_iterations=0", r"system\.communities\.n_iterations=0: must be an integer >= 1 or -1"),
-        ("system.importance=1.5", r"system\.importance=1\.5: must be a number >= 0 and <= 1 or 'rho'"),
+        ("system.scoring.damping=1", r"system\.scoring\.damping=1: must be float > 0 and < 1"),
+        ("system.retrieval.top_k=0", r"system\.retrieval\.top_k=0: must be int >= 1"),
+        ("system.communities.n_iterations=0", r"system\.communities\.n_iterations=0: must be int >= 1 or -1"),
+        ("system.importance=1.5", r"system\.importance=1\.5: must be 'rho' or float >= 0 and <= 1"),
     ],
 )
 def test_out_of_range_values_fail_at_validation_naming_key_and_range(override, message):
@@ -247,11 +324,8 @@ def test_out_of_range_values_fail_at_validation_naming_key_and_range(override, m
         _validate(["system=mosaic", override])
 
 
-def test_each_bound_of_the_table_is_enforced_just_outside_it():
-    """Generated from the table: one value just below each lower bound and just above each upper bound fails."""
-    from core.config_check import Rule
-    from mosaic.settings import RANGES
-
+def test_each_bound_of_a_constructor_parameter_is_enforced_just_outside_it():
+    """Generated from the signatures: one value just below each lower bound and just above each upper bound fails."""
     from omegaconf import OmegaConf
 
     from eval.runner import validate
@@ -260,15 +334,15 @@ def test_each_bound_of_the_table_is_enforced_just_outside_it():
     base = compose_config(["system=mosaic", "benchmark=conflict", "llm=openai_compat", "llm.base_url=http://127.0.0.1:9", "llm.model=m"])
     validate(base)  # the shipped values pass
     tried = 0
-    for key, rule in RANGES.items():
-        if not isinstance(rule, Rule):
-            continue
-        step = 1 if rule.integer else 0.5
-        outside = [rule.low - step if rule.low is not None else None, rule.high + step if rule.high is not None else None]
-        for value in [v for v in outside if v is not None and v not in rule.also]:
+    for key, (hint, _default) in _parameter_types().items():
+        step = 1 if "int" in str(hint) and "float" not in str(hint) else 0.5
+        outside = [bound - step if kind in ("ge", "gt") else bound + step for kind, bound in _bounds(hint)]
+        for value in outside:
+            if key == "communities.n_iterations" and value == -1:  # -1: until stable
+                continue
             cfg = copy.deepcopy(base)
-            OmegaConf.update(cfg, f"system.{key}", value)
-            with pytest.raises(ConfigKeyError, match=rf"system\.{key}="):
+            OmegaConf.update(cfg, f"system.{key}", [value] * 3 if "tuple" in str(hint) else value)
+            with pytest.raises(ConfigKeyError, match=rf"system\.{key}"):
                 validate(cfg)
             tried += 1
     assert tried > 60
@@ -287,23 +361,23 @@ def test_each_bound_of_the_table_is_enforced_just_outside_it():
 )
 def test_settings_that_cannot_run_together_fail_at_validation(overrides, message):
     with pytest.raises(ConfigKeyError, match=message):
-        _validate(["system=mosaic", *overrides])
+        _validate(overrides if any(o.startswith("system=") for o in overrides) else ["system=mosaic", *overrides])
     _validate(["system=mosaic", "ablation=fused_conflict"])  # the variant that sets both keys passes
 def test_the_oracle_extractor_variant_sets_its_source_and_builds(tmp_path):
     memory = _build(["ablation=oracle_extractor"], tmp_path)
-    assert memory.extractor.source == ALONE["extract.source"]
+    assert memory.extractor.source == "oracle"
     assert _build([], tmp_path / "default").extractor.source == "model"  # the paper's extraction
 
 
 def test_the_oracle_judge_variant_sets_both_sources_and_builds(tmp_path):
     memory = _build(["ablation=oracle_judge"], tmp_path)
-    assert memory.extractor.source == "oracle" and memory._space("ns").detector.source == ALONE["conflict.source"]
+    assert memory.extractor.source == "oracle" and memory._space("ns").detector.source == "gold"
     assert _build([], tmp_path / "default")._space("ns").detector.source == "model"  # the paper's judge
-    with pytest.raises(REFUSED, match="extract.source=oracle"):
-        _build(["system.conflict.source=gold"], tmp_path / "alone")  # gold ids come with oracle facts only
+    with pytest.raises(ConfigKeyError, match="extract.source=oracle"):
+        _validate(["system=mosaic", "system.conflict.source=gold"])  # gold ids come with oracle facts only
 
 
 def test_the_rows_extraction_variant_switches_only_the_output_format(tmp_path):
     memory = _build(["ablation=extract_rows"], tmp_path)
-    assert memory.extractor.output_format == ALONE["extract.output_format"] and memory.extractor.schema["properties"]["facts"]["items"]["type"] == "array"
+    assert memory.extractor.output_format == "rows" and memory.extractor.schema["properties"]["facts"]["items"]["type"] == "array"
     assert _build([], tmp_path / "default").extractor.output_format == "objects"  # the paper's extraction
