@@ -36,13 +36,13 @@ from eval import config_checks
 from eval.context import RunContext
 from eval.judge import build_judge, calls_judge, judge_prompt_of, judge_settings
 from eval.loggers import client_usage, progress_hook
+from eval.record import RECORD_VERSION, RecordedMetrics, RunMetrics, load_metrics, write_record
 from eval.provenance import Provenance, code_label, code_version, combined_input_hash, expected_inputs, input_hashes, same_code
 from eval.run_lock import LOCK_NAME, SIDECAR_NAME, RunLock
 from eval.tables import to_markdown
 
 log = logging.getLogger("mosaic_bench")
 
-SCHEMA_VERSION = 2  # 2: input file hashes in the identity, code at start and end, usage over invocations
 # Keys that do not change what a run computes, so they stay out of the config hash.
 NON_SEMANTIC_KEYS = ("logger", "results_dir", "cache_dir", "hydra", "overwrite", "resume", "run")
 # Per-client keys that say where or how patiently to reach a server, not what it computes: a server on
@@ -115,15 +115,15 @@ def close_in_call_order(system: Any, *clients: Any) -> None:
             log.warning("closing %s failed: %s", type(part).__name__, err)
 
 
-def failed_rows(metrics: dict[str, Any]) -> int:
+def failed_rows(metrics: dict[str, Any] | RecordedMetrics) -> int:
     """Rows whose LLM call failed, as the benchmark counted them (0 for runs from before the count existed)."""
-    return int((metrics.get("failures") or {}).get("rows") or 0)
+    return RecordedMetrics.of(metrics).failed_rows
 
 
-def failure_line(metrics: dict[str, Any]) -> str | None:
+def failure_line(metrics: dict[str, Any] | RecordedMetrics) -> str | None:
     """One line saying what failed and what a rerun does, or None for a run without failures."""
-    failures = metrics.get("failures") or {}
-    rows, turns = failed_rows(metrics), int(failures.get("ingest_turns") or 0)
+    failures = RecordedMetrics.of(metrics).failures
+    rows, turns = (failures.rows, failures.ingest_turns) if failures else (0, 0)
     if not rows and not turns:
         return None
     parts = [f"{rows} rows failed (an LLM call gave no usable output): rerunning the same command retries only those"] if rows else []
@@ -219,10 +219,8 @@ def run_dir_for(cfg: DictConfig, inputs: dict[str, str] | None = None) -> Path:
 
 
 def read_metrics(path: Path) -> dict[str, Any]:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise HarnessError(f"{path} is damaged (not valid JSON: {err}): rerun with overwrite=true to redo the run") from err
+    """metrics.json read through the run record (eval.record), as the dict benchmarks' tables take."""
+    return load_metrics(path).dump()
 
 
 def clear_run_dir(run_dir: Path) -> None:
@@ -385,7 +383,7 @@ def _run_locked(cfg: DictConfig, overrides: list[str] | None, run_dir: Path, inp
         llm_usage_now = llm.usage.__dict__
         judge_usage_now = judge_llm.usage.__dict__ if judge_llm is not llm else None
         metrics["metadata"] = {
-            "schema_version": SCHEMA_VERSION,
+            "schema_version": RECORD_VERSION,
             "git_sha": code_label(code_at_end),
             "git_sha_start": code_label(record["code_at_start"]),
             "git_dirty": bool(record["code_at_start"].get("dirty") or code_at_end.get("dirty")),
@@ -419,7 +417,7 @@ def _run_locked(cfg: DictConfig, overrides: list[str] | None, run_dir: Path, inp
             "wall_s_this_invocation": round(time.time() - started, 2),
             **ctx.extra_metadata,
         }
-        atomic_write_json(metrics_path, metrics)
+        write_record(metrics_path, RunMetrics.of(metrics).check_complete())  # typed and complete before it is kept
         ended_by = "finished"
     except BaseException as err:  # recorded, then raised as it was
         ended_by = type(err).__name__
