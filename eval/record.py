@@ -169,6 +169,7 @@ class Invocation(OrderedRecord):
     ended_at: str | None = None
     ended_by: str | None = None
     system_metrics: dict[str, Any] | None = None
+    system_did_work: bool | None = None  # whether it used the system (RunContext.system_did_work); None: not recorded
 
 
 class ProvenanceRecord(OrderedRecord):

@@ -365,6 +365,7 @@ def _run_locked(cfg: DictConfig, overrides: list[str] | None, run_dir: Path, inp
     embedder = instantiate(cfg.embedder)
     answerer = instantiate(cfg.answerer, llm=llm)
     system: Any = None  # its counters are recorded with the invocation, however it ends
+    ctx: RunContext | None = None
     try:
         system = build_system(cfg, llm, embedder, run_dir)
         benchmark = instantiate(cfg.benchmark, _convert_="all")
@@ -374,9 +375,9 @@ def _run_locked(cfg: DictConfig, overrides: list[str] | None, run_dir: Path, inp
         if isinstance(system, ReportsRunMetadata):  # e.g. Mem0's "semantic search only (no spaCy model)"
             ctx.extra_metadata["system_metadata"] = system.run_metadata()
         metrics = benchmark.run(system, ctx)
-        if isinstance(system, ReportsMetrics) and "system_metrics" not in metrics:  # e.g. MOSAIC's LSH fallback rate, NCS drift
-            metrics["system_metrics"] = system.metrics()
         earlier = record["invocations"][:-1]
+        if isinstance(system, ReportsMetrics):  # e.g. MOSAIC's LSH fallback rate, NCS drift; the runner's, whatever the benchmark
+            metrics["system_metrics"] = kept_system_metrics(earlier, system.metrics(), ctx.system_did_work)
         if "system_metrics" in metrics:
             metrics["system_metrics_scope"] = system_metrics_scope(len(record["invocations"]))
         code_at_end = code_version()
@@ -427,7 +428,7 @@ def _run_locked(cfg: DictConfig, overrides: list[str] | None, run_dir: Path, inp
             close_in_call_order(system, llm, judge_llm)
         finally:
             try:
-                _record_invocation(provenance, llm, judge_llm, started, ended_by, system)
+                _record_invocation(provenance, llm, judge_llm, started, ended_by, system, ctx is None or ctx.system_did_work)
             except OSError as err:
                 if ended_by == "finished":
                     raise
@@ -471,10 +472,21 @@ def system_metrics_scope(invocations: int) -> str:
             "each invocation's are in provenance.json; overwrite=true recomputes them in one invocation")
 
 
-def _record_invocation(provenance: Provenance, llm: Any, judge_llm: Any, started: float, ended_by: str, system: Any = None) -> None:
-    """Write this invocation's usage (and the system's own counters, when it has them) into provenance.json, so a
-    resumed run's totals include it; ``ended_by``: "finished", or the exception that ended it (``Terminated`` for
-    SIGTERM, ``KeyboardInterrupt``, ...)."""
+def kept_system_metrics(earlier: list[dict[str, Any]], now: dict[str, Any], did_work: bool) -> dict[str, Any]:
+    """The system's counters a run reports: this invocation's when it used the system, else those of the last
+    earlier invocation that did (provenance.json keeps each one's), so a resume that only judged reports the
+    counters of the work it judged. Invocations recorded before ``system_did_work`` existed count as unknown."""
+    if did_work:
+        return now
+    worked = [entry["system_metrics"] for entry in earlier if entry.get("system_did_work") and entry.get("system_metrics") is not None]
+    return worked[-1] if worked else now
+
+
+def _record_invocation(provenance: Provenance, llm: Any, judge_llm: Any, started: float, ended_by: str, system: Any = None,
+                       system_did_work: bool = True) -> None:  # fmt: skip
+    """Write this invocation's usage (and the system's own counters, when it has them, with whether it used the
+    system) into provenance.json, so a resumed run's totals include it; ``ended_by``: "finished", or the exception
+    that ended it (``Terminated`` for SIGTERM, ``KeyboardInterrupt``, ...)."""
     record = provenance.load()
     if record is None or not record.get("invocations"):
         return
@@ -484,7 +496,7 @@ def _record_invocation(provenance: Provenance, llm: Any, judge_llm: Any, started
     )  # fmt: skip
     if isinstance(system, ReportsMetrics):
         try:
-            record["invocations"][-1]["system_metrics"] = system.metrics()
+            record["invocations"][-1].update(system_metrics=system.metrics(), system_did_work=system_did_work)
         except Exception as err:  # a system that cannot count after a failure must not hide the failure
             log.warning("system metrics of this invocation not recorded (%s)", err)
     atomic_write_json(provenance.path, record)

@@ -7,9 +7,15 @@ import json
 from pathlib import Path
 
 import pytest
+from omegaconf import DictConfig, open_dict
 
+from baselines.rag import RagMemory
 from core.api import HarnessError
 from eval.record import RECORD_VERSION, RecordedMetrics, RunMetrics, load_metrics, load_provenance, write_record
+from eval.runner import kept_system_metrics, run, run_dir_for
+from tests.fakes import SchemaFakeLLM
+from tests.hydra_config import compose_config
+from tests.unit.eval.test_experiments_smoke import _on_fakes, _slice
 
 PUBLISHED = Path(__file__).resolve().parents[3] / "results" / "published"
 METRICS = sorted(PUBLISHED.rglob("metrics.json"))
@@ -70,3 +76,71 @@ def test_a_record_of_the_wrong_type_fails_naming_the_key(tmp_path):
 def test_the_runner_refuses_to_write_a_record_that_does_not_say_what_ran():
     with pytest.raises(HarnessError, match="config_hash"):
         RunMetrics.of({"metadata": {"benchmark": "b", "benchmark_target": "t", "system": "s", "ablation": "none"}}).check_complete()
+
+
+# -- the runner owns the system's counters and closes the system -------------------------------------------------
+
+EVENTS: list[str] = []  # what the runner did to the parts it built, in order
+
+
+class MeteredRag(RagMemory):
+    """The rag baseline with counters of its own (as MOSAIC's mechanism counts) and a close the runner must call."""
+
+    def search(self, namespace, query, k):  # type: ignore[no-untyped-def]
+        self.searches = getattr(self, "searches", 0) + 1
+        return super().search(namespace, query, k)
+
+    def metrics(self) -> dict[str, int]:
+        return {"searches": getattr(self, "searches", 0)}
+
+    def close(self) -> None:
+        EVENTS.append("system closed")
+
+
+class ClosingLLM(SchemaFakeLLM):
+    def close(self) -> None:
+        EVENTS.append("llm closed")
+
+
+def _metered_locomo_run(tmp_path: Path) -> tuple[DictConfig, list[str]]:
+    overrides = ["experiment=locomo", *_slice("locomo", tmp_path)]
+    cfg = _on_fakes(compose_config(overrides), tmp_path)
+    with open_dict(cfg):
+        cfg.system._target_ = f"{__name__}.MeteredRag"
+        cfg.llm._target_ = f"{__name__}.ClosingLLM"
+    return cfg, overrides
+
+
+def test_the_runner_closes_the_system_before_the_llm_and_keeps_its_counters_across_a_judging_only_resume(tmp_path):
+    cfg, overrides = _metered_locomo_run(tmp_path)
+    EVENTS.clear()
+    first = run(cfg, overrides)
+    assert EVENTS == ["system closed", "llm closed"]  # closed by the runner, not left to garbage collection
+    assert first["system_metrics"] == {"searches": 4}  # one search per question
+    run_dir = run_dir_for(cfg)
+    (run_dir / "metrics.json").unlink()
+    (run_dir / "judgements.jsonl").unlink()  # killed while judging: every prediction is in, no judgement
+    EVENTS.clear()
+    resumed = run(cfg, overrides)
+    assert EVENTS == ["system closed", "llm closed"]
+    assert resumed["system_metrics"] == {"searches": 4}  # the predicting invocation's, not this idle system's zero
+    invocations = load_provenance(run_dir / "provenance.json").invocations
+    assert [(i.system_did_work, i.system_metrics) for i in invocations] == [(True, {"searches": 4}), (False, {"searches": 0})]
+    assert load_metrics(run_dir / "metrics.json").system_metrics_scope.startswith("last invocation that ingested or predicted, of 2")
+
+
+def test_the_runner_closes_the_system_when_the_benchmark_fails(tmp_path, monkeypatch):
+    cfg, overrides = _metered_locomo_run(tmp_path)
+    EVENTS.clear()
+    monkeypatch.setattr(MeteredRag, "search", lambda *args: (_ for _ in ()).throw(KeyboardInterrupt()))
+    with pytest.raises(KeyboardInterrupt):
+        run(cfg, overrides)
+    assert EVENTS == ["system closed", "llm closed"]
+
+
+def test_kept_counters_come_from_the_last_invocation_that_used_the_system():
+    earlier = [{"system_did_work": True, "system_metrics": {"n": 1}}, {"system_did_work": True, "system_metrics": {"n": 2}},
+               {"system_did_work": False, "system_metrics": {"n": 0}}, {"system_metrics": {"n": 9}}]  # fmt: skip
+    assert kept_system_metrics(earlier, {"n": 0}, did_work=False) == {"n": 2}  # unmarked (older) entries are unknown
+    assert kept_system_metrics(earlier, {"n": 5}, did_work=True) == {"n": 5}
+    assert kept_system_metrics([], {"n": 0}, did_work=False) == {"n": 0}
