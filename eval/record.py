@@ -188,8 +188,10 @@ def _first_error(err: ValidationError) -> str:
 def _read_json(path: Path) -> Any:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise HarnessError(f"{path} is damaged (not valid JSON: {err}): rerun with overwrite=true to redo the run") from err
+    except json.JSONDecodeError as err:
+        raise HarnessError(f"{path} is damaged: line {err.lineno}: not valid JSON ({err.msg}); rerun with overwrite=true to redo the run") from err
+    except UnicodeDecodeError as err:
+        raise HarnessError(f"{path} is damaged (not UTF-8: {err}); rerun with overwrite=true to redo the run") from err
 
 
 def load_metrics(path: Path) -> RunMetrics:

@@ -489,7 +489,7 @@ def test_make_tables_script_builds_from_metrics_files(tmp_path):
     assert csv_text.startswith("system,slice,convention") and "single-hop J" in csv_text
     assert "\\begin{table}" in (tmp_path / "tables" / "locomo.tex").read_text()
     (root / "locomo" / "rag" / "none" / "hash" / "metrics.json").write_text("{")
-    with pytest.raises(SystemExit, match="metrics.json: line 1"):
+    with pytest.raises(SystemExit, match="metrics.json is damaged: line 1: not valid JSON"):
         make_tables.load_runs(root)
 
 
