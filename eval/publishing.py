@@ -35,10 +35,10 @@ RUN_PATH_PARTS = 4
 RUN_FOLDER_SCRATCH = shutil.ignore_patterns(".lock", ".lock.json", "*.tmp")  # a run's lock and half-written files: never published
 
 
-def provenance_flags(metrics: dict[str, Any]) -> list[str]:
+def provenance_flags(metrics: dict[str, Any] | RecordedMetrics) -> list[str]:
     """Why a run is not a clean published result: dirty tree, code changed between start and end, or unknown."""
-    meta = metrics.get("metadata", {})
-    end, start = str(meta.get("git_sha", "unknown")), meta.get("git_sha_start")
+    meta = RecordedMetrics.of(metrics).metadata
+    end, start = meta.git_sha, meta.git_sha_start
     flags = []
     if start is None:
         flags.append("start code not recorded (run predates provenance)")
@@ -48,7 +48,7 @@ def provenance_flags(metrics: dict[str, Any]) -> list[str]:
         flags.append(f"ended on a dirty tree ({end})")
     # one definition of "code changed" with the runner's resume check (eval.provenance.same_code: the code hash,
     # so a docs-only commit between start and end is no change); runs from before it compare commits
-    changed = meta["code_changed_during_run"] if "code_changed_during_run" in meta else str(start) != end
+    changed = meta.code_changed_during_run if meta.code_changed_during_run is not None else str(start) != end
     if start is not None and changed:
         flags.append(f"code changed during the run ({start} -> {end})")
     if end == "unknown":

@@ -337,7 +337,7 @@ def _run_locked(cfg: DictConfig, overrides: list[str] | None, run_dir: Path, inp
         log.info("%s has %d failed rows: resuming to retry them (the other rows are kept)", metrics_path, failed_rows(finished))
     elif finished is not None:
         log.info("this configuration already finished; reading %s (overwrite=true to redo)", metrics_path)
-        finished_code = finished.get("metadata", {}).get("code_at_end")
+        finished_code = RecordedMetrics.of(finished).metadata.code_at_end
         if finished_code and not same_code(finished_code, code):
             log.warning("%s was computed under code %s; the code is now %s (overwrite=true recomputes it)",
                         metrics_path, code_label(finished_code), code_label(code))  # fmt: skip
@@ -508,7 +508,7 @@ def _finish(cfg: DictConfig, run_dir: Path, metrics: dict[str, Any], log_externa
     if table_on_disk and table_path.is_file() and table_path.stat().st_mtime >= (run_dir / "metrics.json").stat().st_mtime:
         markdown = table_path.read_text().rstrip("\n")
     else:
-        benchmark_cls = get_class(metrics["metadata"]["benchmark_target"])
+        benchmark_cls = get_class(RunMetrics.of(metrics).metadata.benchmark_target)
         table = benchmark_cls.make_table([metrics])
         markdown = to_markdown(table)
         table_path.write_text(markdown + "\n")
