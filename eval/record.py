@@ -50,6 +50,18 @@ class OrderedRecord(BaseModel):
         first = {key: out[key] for key in self._order if key in out}
         return {**first, **{key: value for key, value in out.items() if key not in first}}
 
+    @classmethod
+    def of(cls, data: OrderedRecord | dict[str, Any]) -> Self:
+        """A record from its dict (as benchmarks' tables still pass metrics), or the record itself; a value of the
+        wrong type fails naming its key."""
+        if isinstance(data, cls):
+            return data
+        try:
+            return cls.model_validate(data)
+        except ValidationError as err:
+            source = data.get("_path", f"a {cls.__name__} dict") if isinstance(data, dict) else cls.__name__
+            raise HarnessError(f"{source}: not a run record eval.record reads ({_first_error(err)}); was it written by eval.runner?") from err
+
     def dump(self) -> dict[str, Any]:
         """The JSON object as it is written: only keys that were read or set, none filled in by a default."""
         return self.model_dump(mode="python", exclude_unset=True, by_alias=True)
@@ -97,17 +109,6 @@ class RecordedMetrics(OrderedRecord):
     system_metrics_scope: str | None = None
     # where the record was read from (never written): tables find a run's row files next to it
     source: Path | None = Field(default=None, alias="_path", exclude=True)
-
-    @classmethod
-    def of(cls, metrics: RecordedMetrics | dict[str, Any]) -> Self:
-        """A record from a metrics dict (as benchmarks' tables still pass them), or the record itself."""
-        if isinstance(metrics, cls):
-            return metrics
-        try:
-            return cls.model_validate(metrics)
-        except ValidationError as err:
-            source = metrics.get("_path", "a metrics dict")
-            raise HarnessError(f"{source}: not a run record eval.record reads ({_first_error(err)}); was it written by eval.runner?") from err
 
     @property
     def failed_rows(self) -> int:

@@ -29,14 +29,13 @@ from typing import Any
 from hydra.utils import get_class, instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from core.atomic import write_json_atomic
 from core.api import HarnessError, InputChecked, LLMUsage, ReportsMetrics, ReportsRunMetadata
 from core.config_check import check_config
 from eval import config_checks
 from eval.context import RunContext
 from eval.judge import build_judge, calls_judge, judge_prompt_of, judge_settings
 from eval.loggers import client_usage, progress_hook
-from eval.record import RECORD_VERSION, RecordedMetrics, RunMetrics, load_metrics, write_record
+from eval.record import RECORD_VERSION, ProvenanceRecord, RecordedMetrics, RunMetrics, load_metrics, write_record
 from eval.provenance import Provenance, code_label, code_version, combined_input_hash, expected_inputs, input_hashes, same_code
 from eval.run_lock import LOCK_NAME, SIDECAR_NAME, RunLock
 from eval.tables import to_markdown
@@ -203,9 +202,9 @@ def validate(cfg: DictConfig) -> None:
             check_config(plain, dotted)
 
 
-def atomic_write_json(path: Path, payload: dict[str, Any]) -> None:
-    """A run folder's JSON records (metrics.json, provenance.json), indented, never half written."""
-    write_json_atomic(path, payload, indent=2, default=str)
+def write_provenance(path: Path, record: dict[str, Any]) -> None:
+    """provenance.json through its typed record (eval.record), indented, never half written."""
+    write_record(path, ProvenanceRecord.of(record))
 
 
 def run_dir_for(cfg: DictConfig, inputs: dict[str, str] | None = None) -> Path:
@@ -358,7 +357,7 @@ def _run_locked(cfg: DictConfig, overrides: list[str] | None, run_dir: Path, inp
     judge_llm = judge.llm
     check_credentials(llm, judge_llm)  # before anything is recorded or computed
     faults_asked_again = retry_output_faults(finished, llm, judge_llm)
-    record = provenance.start(code, inputs, allow_code_change, atomic_write_json)
+    record = provenance.start(code, inputs, allow_code_change, write_provenance)
     (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
     (run_dir / "overrides.json").write_text(json.dumps(overrides or [], indent=2))
     log.info("run folder: %s (code %s)", run_dir, code_label(code))
@@ -499,7 +498,7 @@ def _record_invocation(provenance: Provenance, llm: Any, judge_llm: Any, started
             record["invocations"][-1].update(system_metrics=system.metrics(), system_did_work=system_did_work)
         except Exception as err:  # a system that cannot count after a failure must not hide the failure
             log.warning("system metrics of this invocation not recorded (%s)", err)
-    atomic_write_json(provenance.path, record)
+    write_provenance(provenance.path, record)
 
 
 def _finish(cfg: DictConfig, run_dir: Path, metrics: dict[str, Any], log_external: bool, table_on_disk: bool = False) -> None:
