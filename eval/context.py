@@ -45,6 +45,10 @@ class RunContext:
     # resolved path -> sha256 of every input file the run folder is named for (eval.provenance.expected_inputs);
     # None: nothing to check against (unit tests, ad-hoc use)
     inputs: dict[str, str] | None = None
+    # whether this invocation used the system (ingested or asked it something): the runner keeps the system's own
+    # counters (``system_metrics``) of the last invocation that did, so a resume with only judging left does not
+    # report the empty counters of a system it never used. A benchmark that resumes past the system sets it False.
+    system_did_work: bool = True
 
     def read_input(self, path: str | Path) -> bytes:
         """An input file's bytes, read once and checked against the run's identity before anything parses them."""

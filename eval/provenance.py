@@ -33,6 +33,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from core.api import HarnessError
 from core.paths import sha256_of
+from eval.record import load_provenance
 
 REPO = Path(__file__).resolve().parents[1]
 # Config blocks whose string values may name input files.
@@ -203,10 +204,7 @@ class Provenance:
     def load(self) -> dict[str, Any] | None:
         if not self.path.exists():
             return None
-        try:
-            return json.loads(self.path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as err:
-            raise HarnessError(f"{self.path} is damaged ({err.msg}, line {err.lineno}): rerun with overwrite=true") from err
+        return load_provenance(self.path).dump()  # checked against the record's types (eval.record)
 
     def check_resume(self, code: dict[str, Any], allow_code_change: bool) -> dict[str, Any] | None:
         """The recorded start, after refusing a resume under other code (unless allowed)."""

@@ -23,6 +23,7 @@ import yaml
 from eval.benchmarks.halumem import public as halumem_public
 from eval.ingest_cost import ingest_cost
 from eval.provenance import same_code
+from eval.record import RecordedMetrics, load_provenance
 from eval.run_lock import RunLock
 from eval.runner import FOLDER_NAME, failed_rows, read_metrics
 
@@ -34,10 +35,10 @@ RUN_PATH_PARTS = 4
 RUN_FOLDER_SCRATCH = shutil.ignore_patterns(".lock", ".lock.json", "*.tmp")  # a run's lock and half-written files: never published
 
 
-def provenance_flags(metrics: dict[str, Any]) -> list[str]:
+def provenance_flags(metrics: dict[str, Any] | RecordedMetrics) -> list[str]:
     """Why a run is not a clean published result: dirty tree, code changed between start and end, or unknown."""
-    meta = metrics.get("metadata", {})
-    end, start = str(meta.get("git_sha", "unknown")), meta.get("git_sha_start")
+    meta = RecordedMetrics.of(metrics).metadata
+    end, start = meta.git_sha, meta.git_sha_start
     flags = []
     if start is None:
         flags.append("start code not recorded (run predates provenance)")
@@ -47,7 +48,7 @@ def provenance_flags(metrics: dict[str, Any]) -> list[str]:
         flags.append(f"ended on a dirty tree ({end})")
     # one definition of "code changed" with the runner's resume check (eval.provenance.same_code: the code hash,
     # so a docs-only commit between start and end is no change); runs from before it compare commits
-    changed = meta["code_changed_during_run"] if "code_changed_during_run" in meta else str(start) != end
+    changed = meta.code_changed_during_run if meta.code_changed_during_run is not None else str(start) != end
     if start is not None and changed:
         flags.append(f"code changed during the run ({start} -> {end})")
     if end == "unknown":
@@ -60,12 +61,13 @@ def nothing_scored(metrics: dict[str, Any]) -> bool:
     failed as it has cases (conflict suites). Such a run would be a table row of blank scores. A run where only
     some rows failed keeps its failure count in metrics.json and may be published (a deterministic fault fails
     the same row on every rerun)."""
-    if not failed_rows(metrics):
+    record = RecordedMetrics.of(metrics)
+    if not record.failed_rows:
         return False
-    if "main_metric" in metrics:
-        return metrics["main_metric"] is None
-    cases = metrics.get("n_cases")
-    return isinstance(cases, int) and failed_rows(metrics) >= cases
+    if record.has_main_metric:
+        return record.main_metric is None
+    cases = getattr(record, "n_cases", None)  # the conflict suites' block, passed through as an extra field
+    return isinstance(cases, int) and record.failed_rows >= cases
 
 
 def is_halumem(run: Path, metrics: dict[str, Any] | None = None) -> bool:
@@ -161,11 +163,11 @@ def publish_unfinished(run: Path, unfinished_runs: Path | None = None) -> Path:
 
 
 def _publish_unfinished_locked(run: Path, record_file: Path, unfinished_runs: Path | None) -> Path:
-    record = json.loads(record_file.read_text(encoding="utf-8"))
-    start = record.get("code_at_start") or {}
+    record = load_provenance(record_file)
+    start = record.code_at_start
     if start.get("dirty") or not start.get("git_sha") or start.get("git_sha") == "unknown":
         raise SystemExit(f"{run}: started from a dirty tree or unknown code ({start}); rerun it from a clean tree at one commit")
-    if any(not same_code(call.get("code", {}), start) for call in record.get("invocations", [])):
+    if any(not same_code(call.code, start) for call in record.invocations):
         raise SystemExit(f"{run}: resumed on other code than it started with; rerun it from one commit")
     cost = {"code": start["git_sha"], **ingest_cost(run)}
     target = target_for(run, unfinished_runs or UNFINISHED_RUNS)

@@ -29,20 +29,19 @@ from typing import Any
 from hydra.utils import get_class, instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from core.atomic import write_json_atomic
 from core.api import HarnessError, InputChecked, LLMUsage, ReportsMetrics, ReportsRunMetadata
 from core.config_check import check_config
 from eval import config_checks
 from eval.context import RunContext
 from eval.judge import build_judge, calls_judge, judge_prompt_of, judge_settings
 from eval.loggers import client_usage, progress_hook
+from eval.record import RECORD_VERSION, ProvenanceRecord, RecordedMetrics, RunMetrics, load_metrics, write_record
 from eval.provenance import Provenance, code_label, code_version, combined_input_hash, expected_inputs, input_hashes, same_code
 from eval.run_lock import LOCK_NAME, SIDECAR_NAME, RunLock
 from eval.tables import to_markdown
 
 log = logging.getLogger("mosaic_bench")
 
-SCHEMA_VERSION = 2  # 2: input file hashes in the identity, code at start and end, usage over invocations
 # Keys that do not change what a run computes, so they stay out of the config hash.
 NON_SEMANTIC_KEYS = ("logger", "results_dir", "cache_dir", "hydra", "overwrite", "resume", "run")
 # Per-client keys that say where or how patiently to reach a server, not what it computes: a server on
@@ -115,15 +114,15 @@ def close_in_call_order(system: Any, *clients: Any) -> None:
             log.warning("closing %s failed: %s", type(part).__name__, err)
 
 
-def failed_rows(metrics: dict[str, Any]) -> int:
+def failed_rows(metrics: dict[str, Any] | RecordedMetrics) -> int:
     """Rows whose LLM call failed, as the benchmark counted them (0 for runs from before the count existed)."""
-    return int((metrics.get("failures") or {}).get("rows") or 0)
+    return RecordedMetrics.of(metrics).failed_rows
 
 
-def failure_line(metrics: dict[str, Any]) -> str | None:
+def failure_line(metrics: dict[str, Any] | RecordedMetrics) -> str | None:
     """One line saying what failed and what a rerun does, or None for a run without failures."""
-    failures = metrics.get("failures") or {}
-    rows, turns = failed_rows(metrics), int(failures.get("ingest_turns") or 0)
+    failures = RecordedMetrics.of(metrics).failures
+    rows, turns = (failures.rows, failures.ingest_turns) if failures else (0, 0)
     if not rows and not turns:
         return None
     parts = [f"{rows} rows failed (an LLM call gave no usable output): rerunning the same command retries only those"] if rows else []
@@ -203,9 +202,9 @@ def validate(cfg: DictConfig) -> None:
             check_config(plain, dotted)
 
 
-def atomic_write_json(path: Path, payload: dict[str, Any]) -> None:
-    """A run folder's JSON records (metrics.json, provenance.json), indented, never half written."""
-    write_json_atomic(path, payload, indent=2, default=str)
+def write_provenance(path: Path, record: dict[str, Any]) -> None:
+    """provenance.json through its typed record (eval.record), indented, never half written."""
+    write_record(path, ProvenanceRecord.of(record))
 
 
 def run_dir_for(cfg: DictConfig, inputs: dict[str, str] | None = None) -> Path:
@@ -219,10 +218,8 @@ def run_dir_for(cfg: DictConfig, inputs: dict[str, str] | None = None) -> Path:
 
 
 def read_metrics(path: Path) -> dict[str, Any]:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise HarnessError(f"{path} is damaged (not valid JSON: {err}): rerun with overwrite=true to redo the run") from err
+    """metrics.json read through the run record (eval.record), as the dict benchmarks' tables take."""
+    return load_metrics(path).dump()
 
 
 def clear_run_dir(run_dir: Path) -> None:
@@ -339,7 +336,7 @@ def _run_locked(cfg: DictConfig, overrides: list[str] | None, run_dir: Path, inp
         log.info("%s has %d failed rows: resuming to retry them (the other rows are kept)", metrics_path, failed_rows(finished))
     elif finished is not None:
         log.info("this configuration already finished; reading %s (overwrite=true to redo)", metrics_path)
-        finished_code = finished.get("metadata", {}).get("code_at_end")
+        finished_code = RecordedMetrics.of(finished).metadata.code_at_end
         if finished_code and not same_code(finished_code, code):
             log.warning("%s was computed under code %s; the code is now %s (overwrite=true recomputes it)",
                         metrics_path, code_label(finished_code), code_label(code))  # fmt: skip
@@ -360,13 +357,14 @@ def _run_locked(cfg: DictConfig, overrides: list[str] | None, run_dir: Path, inp
     judge_llm = judge.llm
     check_credentials(llm, judge_llm)  # before anything is recorded or computed
     faults_asked_again = retry_output_faults(finished, llm, judge_llm)
-    record = provenance.start(code, inputs, allow_code_change, atomic_write_json)
+    record = provenance.start(code, inputs, allow_code_change, write_provenance)
     (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
     (run_dir / "overrides.json").write_text(json.dumps(overrides or [], indent=2))
     log.info("run folder: %s (code %s)", run_dir, code_label(code))
     benchmark, embedder = built or (instantiate(cfg.benchmark, _convert_="all"), instantiate(cfg.embedder))
     answerer = instantiate(cfg.answerer, llm=llm)
     system: Any = None  # its counters are recorded with the invocation, however it ends
+    ctx: RunContext | None = None
     try:
         system = build_system(cfg, llm, embedder, run_dir)
         ctx = RunContext(run_dir=run_dir, llm=llm, judge=judge, workers=int(cfg.run.workers), embedder=embedder, answerer=answerer,
@@ -375,16 +373,16 @@ def _run_locked(cfg: DictConfig, overrides: list[str] | None, run_dir: Path, inp
         if isinstance(system, ReportsRunMetadata):  # e.g. Mem0's "semantic search only (no spaCy model)"
             ctx.extra_metadata["system_metadata"] = system.run_metadata()
         metrics = benchmark.run(system, ctx)
-        if isinstance(system, ReportsMetrics) and "system_metrics" not in metrics:  # e.g. MOSAIC's LSH fallback rate, NCS drift
-            metrics["system_metrics"] = system.metrics()
         earlier = record["invocations"][:-1]
+        if isinstance(system, ReportsMetrics):  # e.g. MOSAIC's LSH fallback rate, NCS drift; the runner's, whatever the benchmark
+            metrics["system_metrics"] = kept_system_metrics(earlier, system.metrics(), ctx.system_did_work)
         if "system_metrics" in metrics:
             metrics["system_metrics_scope"] = system_metrics_scope(len(record["invocations"]))
         code_at_end = code_version()
         llm_usage_now = llm.usage.__dict__
         judge_usage_now = judge_llm.usage.__dict__ if judge_llm is not llm else None
         metrics["metadata"] = {
-            "schema_version": SCHEMA_VERSION,
+            "schema_version": RECORD_VERSION,
             "git_sha": code_label(code_at_end),
             "git_sha_start": code_label(record["code_at_start"]),
             "git_dirty": bool(record["code_at_start"].get("dirty") or code_at_end.get("dirty")),
@@ -418,7 +416,7 @@ def _run_locked(cfg: DictConfig, overrides: list[str] | None, run_dir: Path, inp
             "wall_s_this_invocation": round(time.time() - started, 2),
             **ctx.extra_metadata,
         }
-        atomic_write_json(metrics_path, metrics)
+        write_record(metrics_path, RunMetrics.of(metrics).check_complete())  # typed and complete before it is kept
         ended_by = "finished"
     except BaseException as err:  # recorded, then raised as it was
         ended_by = type(err).__name__
@@ -428,7 +426,7 @@ def _run_locked(cfg: DictConfig, overrides: list[str] | None, run_dir: Path, inp
             close_in_call_order(system, llm, judge_llm)
         finally:
             try:
-                _record_invocation(provenance, llm, judge_llm, started, ended_by, system)
+                _record_invocation(provenance, llm, judge_llm, started, ended_by, system, ctx is None or ctx.system_did_work)
             except OSError as err:
                 if ended_by == "finished":
                     raise
@@ -472,10 +470,21 @@ def system_metrics_scope(invocations: int) -> str:
             "each invocation's are in provenance.json; overwrite=true recomputes them in one invocation")
 
 
-def _record_invocation(provenance: Provenance, llm: Any, judge_llm: Any, started: float, ended_by: str, system: Any = None) -> None:
-    """Write this invocation's usage (and the system's own counters, when it has them) into provenance.json, so a
-    resumed run's totals include it; ``ended_by``: "finished", or the exception that ended it (``Terminated`` for
-    SIGTERM, ``KeyboardInterrupt``, ...)."""
+def kept_system_metrics(earlier: list[dict[str, Any]], now: dict[str, Any], did_work: bool) -> dict[str, Any]:
+    """The system's counters a run reports: this invocation's when it used the system, else those of the last
+    earlier invocation that did (provenance.json keeps each one's), so a resume that only judged reports the
+    counters of the work it judged. Invocations recorded before ``system_did_work`` existed count as unknown."""
+    if did_work:
+        return now
+    worked = [entry["system_metrics"] for entry in earlier if entry.get("system_did_work") and entry.get("system_metrics") is not None]
+    return worked[-1] if worked else now
+
+
+def _record_invocation(provenance: Provenance, llm: Any, judge_llm: Any, started: float, ended_by: str, system: Any = None,
+                       system_did_work: bool = True) -> None:  # fmt: skip
+    """Write this invocation's usage (and the system's own counters, when it has them, with whether it used the
+    system) into provenance.json, so a resumed run's totals include it; ``ended_by``: "finished", or the exception
+    that ended it (``Terminated`` for SIGTERM, ``KeyboardInterrupt``, ...)."""
     record = provenance.load()
     if record is None or not record.get("invocations"):
         return
@@ -485,10 +494,10 @@ def _record_invocation(provenance: Provenance, llm: Any, judge_llm: Any, started
     )  # fmt: skip
     if isinstance(system, ReportsMetrics):
         try:
-            record["invocations"][-1]["system_metrics"] = system.metrics()
+            record["invocations"][-1].update(system_metrics=system.metrics(), system_did_work=system_did_work)
         except Exception as err:  # a system that cannot count after a failure must not hide the failure
             log.warning("system metrics of this invocation not recorded (%s)", err)
-    atomic_write_json(provenance.path, record)
+    write_provenance(provenance.path, record)
 
 
 def _finish(cfg: DictConfig, run_dir: Path, metrics: dict[str, Any], log_external: bool, table_on_disk: bool = False) -> None:
@@ -497,7 +506,7 @@ def _finish(cfg: DictConfig, run_dir: Path, metrics: dict[str, Any], log_externa
     if table_on_disk and table_path.is_file() and table_path.stat().st_mtime >= (run_dir / "metrics.json").stat().st_mtime:
         markdown = table_path.read_text().rstrip("\n")
     else:
-        benchmark_cls = get_class(metrics["metadata"]["benchmark_target"])
+        benchmark_cls = get_class(RunMetrics.of(metrics).metadata.benchmark_target)
         table = benchmark_cls.make_table([metrics])
         markdown = to_markdown(table)
         table_path.write_text(markdown + "\n")

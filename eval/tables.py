@@ -7,6 +7,8 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from eval.record import RecordedMetrics
+
 if TYPE_CHECKING:  # tables are DataFrames, but nothing here calls pandas itself: a finished run's rerun stays light
     import pandas as pd
 
@@ -33,9 +35,9 @@ def _system_setting(metrics: dict[str, Any], key: str) -> str | None:
     recorded = (metrics.get("system_metrics") or {}).get(key)
     if recorded is not None:
         return str(recorded)
-    for override in metrics.get("metadata", {}).get("overrides", []) or []:
-        if isinstance(override, str) and override.startswith(f"system.{key}="):
-            return override.split("=", 1)[1]
+    for setting in RecordedMetrics.of(metrics).system_overrides:
+        if setting.startswith(f"{key}="):
+            return setting.split("=", 1)[1]
     return None
 
 
@@ -60,7 +62,7 @@ def row_label(metrics: dict[str, Any]) -> str:
     system = system_label(metrics)
     ablation = meta.get("ablation")
     label = system if ablation in (None, "none", "") else f"{system} / {ablation}"
-    settings = [o.removeprefix("system.") for o in meta.get("overrides", []) if isinstance(o, str) and o.startswith("system.")]
+    settings = RecordedMetrics.of(metrics).system_overrides
     label = f"{label} ({', '.join(settings)})" if settings else label
     return f"{label} {NOT_CLEAN_MARK}" if metrics.get(PROVENANCE_FLAGS) else label
 
@@ -77,7 +79,7 @@ def is_paper_configuration(metrics: dict[str, Any]) -> bool:
     meta = metrics.get("metadata", {})
     if meta.get("ablation") not in (None, "none", ""):
         return False
-    overrides = [o for o in meta.get("overrides", []) or [] if isinstance(o, str)]
+    overrides = RecordedMetrics.of(metrics).metadata.overrides
     return not any(o.lstrip("+~").startswith(("system.", "ablation", "ablation_name")) for o in overrides)
 
 
@@ -94,15 +96,15 @@ def _jsonl_rows(path: Path) -> list[dict[str, Any]] | None:
     return [r for r in rows if isinstance(r, dict)]
 
 
-def failure_counts(metrics: dict[str, Any]) -> tuple[int | None, int | None]:
+def failure_counts(metrics: dict[str, Any] | RecordedMetrics) -> tuple[int | None, int | None]:
     """(failed rows, failed ingest turns) of a run: ``failures.rows`` / ``failures.ingest_turns`` of metrics.json,
     else what older runs recorded (LoCoMo: ``ingest.failures`` and the judge's and answerer's failures in the row
     files; conflict suite: each probe's ``failures`` in cases.jsonl plus each context's in ingests.jsonl);
     None where nothing was recorded."""
-    recorded = metrics.get("failures")
-    if isinstance(recorded, dict) and ("rows" in recorded or "ingest_turns" in recorded):
-        return recorded.get("rows"), recorded.get("ingest_turns")
-    folder = Path(metrics["_path"]).parent if metrics.get("_path") else None
+    record = RecordedMetrics.of(metrics)
+    if record.failures is not None:
+        return record.failures.rows, record.failures.ingest_turns
+    folder = record.folder
     rows: int | None = None
     ingest: int | None = None
     if isinstance(metrics.get("ingest"), dict) and isinstance(metrics["ingest"].get("failures"), int):
@@ -119,7 +121,7 @@ def failure_counts(metrics: dict[str, Any]) -> tuple[int | None, int | None]:
     return rows, ingest
 
 
-def failures_cell(metrics: dict[str, Any]) -> str:
+def failures_cell(metrics: dict[str, Any] | RecordedMetrics) -> str:
     """``"rows / ingest turns"``, e.g. ``"0 / 20"``; ``n/a`` for what a run did not record."""
     return " / ".join("n/a" if n is None else str(n) for n in failure_counts(metrics))
 

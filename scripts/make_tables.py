@@ -29,11 +29,13 @@ import pandas as pd
 import yaml
 from hydra.utils import get_class
 
+from core.api import HarnessError
 from eval.benchmarks.locomo import slice_label
 from eval.benchmarks.halumem.mechanism_table import mechanism_table
 from eval.benchmarks.locomo.retrieval import is_retrieval_only
 from eval.decomposition import decomposition_table
 from eval.publishing import provenance_flags
+from eval.record import load_metrics
 from eval.retrieval_table import (from_full_run, halumem_retrieval_table, recall_curves, recall_vs_tokens_figure, retrieval_headline,
                                   retrieval_table)
 from eval.tables import NOT_CLEAN_MARK, PROVENANCE_FLAGS, is_paper_configuration, to_markdown, write_tables
@@ -55,12 +57,11 @@ def load_runs(root: Path, retrieval_only: bool = False) -> dict[str, list[dict[s
     groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for path in sorted(root.rglob("metrics.json")):
         try:
-            metrics = json.loads(path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as err:
-            raise SystemExit(f"{path}: line {err.lineno}: not valid JSON ({err.msg})") from err
+            metrics = load_metrics(path).as_table_input()  # through the typed run record; ``_path``: where it was read
+        except HarnessError as err:
+            raise SystemExit(str(err)) from err
         if not _field(metrics, "benchmark_target") or not _field(metrics, "benchmark"):
             raise SystemExit(f"{path}: missing `benchmark` / `benchmark_target` (written by eval.runner)")
-        metrics["_path"] = str(path)
         metrics[PROVENANCE_FLAGS] = run_flags(metrics, path.parent)
         if is_retrieval_only(metrics) == retrieval_only:
             groups[_field(metrics, "benchmark")].append(metrics)

@@ -12,7 +12,6 @@ as ``Turn.oracle_facts`` (eval/benchmarks/locomo/data.py).
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,8 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from tqdm import tqdm
 
-from core.api import MemorySystem, ReportsMetrics
-from core.atomic import write_json_atomic
+from core.api import MemorySystem
 from core.config_check import ConfigKeyError
 from eval.benchmarks.locomo.audit import GOLD_MODES, audited_keys
 from eval.benchmarks.locomo.data import CONVENTIONS, Episode, Question, SliceSpec, load_locomo, slice_episodes
@@ -118,7 +116,7 @@ class LoCoMoBenchmark:
         ingest_rows = ctx.rows("ingest")
         predictions = ctx.rows("predictions")
         predicted_here = self._ingest_and_predict(system, episodes, ctx, ingest_rows, predictions)
-        system_metrics = self._system_metrics(system, ctx, fresh=predicted_here)
+        ctx.system_did_work = predicted_here  # judging only: the runner keeps the counters of the invocation that predicted
         judgements = self._score(episodes, ctx, predictions)
         kept = [p for e in episodes for q in e.questions if (p := predictions.get(q.key))]  # question order, whatever run.workers was
         judged = paired_judgements(kept, judgements.rows(), legacy=False)
@@ -151,23 +149,7 @@ class LoCoMoBenchmark:
             "ingest": ingest_summary(ingested),
             # failed LLM work: rows retried by the next run of the same command; turns the system failed to add
             "failures": failures,
-            **({"system_metrics": system_metrics} if system_metrics is not None else {}),
         }
-
-    @staticmethod
-    def _system_metrics(system: MemorySystem, ctx: RunContext, fresh: bool) -> dict[str, Any] | None:
-        """The system's own counters (``metrics()``: MOSAIC's mechanism counts) once every question is predicted,
-        kept in ``system_metrics.json``. Why: a run resumed with only judging left ingests nothing and asks
-        nothing, so its counters would be empty; it reads the kept ones back instead. ``fresh``: this
-        process ingested or predicted something, so its counters are the ones to keep."""
-        if not isinstance(system, ReportsMetrics):
-            return None
-        path = ctx.path("system_metrics.json")
-        if not fresh and path.is_file():
-            return json.loads(path.read_text(encoding="utf-8"))
-        found = system.metrics()
-        write_json_atomic(path, found, indent=2, default=str)
-        return found
 
     def _ingest_and_predict(
         self, system: MemorySystem, episodes: list[Episode], ctx: RunContext, ingest_rows: JsonlRows, predictions: JsonlRows
