@@ -404,8 +404,8 @@ class SimulatedLLM(OpenAICompatClient):
     """``llm=simulated``: the harness's OpenAI-compatible client on a ``SimulatedServer`` it starts itself.
     For control-flow runs and harness benchmarks only: every number it yields measures the harness."""
 
-    def __init__(self, latency: dict[str, Any] | None = None, cache_path: str | None = None, **client: Any) -> None:
-        self.server = SimulatedServer(LatencyModel(**(latency or {}))).start()
+    def __init__(self, *, latency: dict[str, Any], cache_path: str | None = None, **client: Any) -> None:
+        self.server = SimulatedServer(LatencyModel(**latency)).start()
         super().__init__(base_url=self.server.base_url, model=MODEL_ID, api_key_env=None, cache_path=cache_path, **client)
 
     def close(self) -> None:
