@@ -131,8 +131,8 @@ class ServerProcess:
                 time.sleep(0.2)
         raise RuntimeError(f"simulated server on port {self.port} did not start in 60 s")
 
-    def stats(self) -> dict[str, Any]:
-        return httpx.get(self.url + "/stats", timeout=10, trust_env=False).json()
+    def stats(self, reset_peak: bool = False) -> dict[str, Any]:
+        return httpx.get(self.url + ("/stats/reset_peak" if reset_peak else "/stats"), timeout=10, trust_env=False).json()
 
     def close(self) -> None:
         self.proc.terminate()
@@ -191,9 +191,9 @@ def measure(name: str, units: list[Unit], workers: int, server: ServerProcess, e
     with tempfile.TemporaryDirectory(prefix=f"bench-{name}-") as workdir:
         system = build(name, llm, embedder, Path(workdir))
         try:
-            warm = Unit(f"warm-{units[0].namespace}", units[0].sessions[:1], units[0].questions[:1], units[0].question_time)
-            drive(system, [warm], 1, answerer)  # servers started, models loaded: not part of the timed work
-            before, cpu_before, load_before = server.stats(), harness_cpu_s(server.proc.pid), os.getloadavg()
+            warm = [Unit(f"warm-{u.namespace}", u.sessions, u.questions, u.question_time) for u in units[:2]]
+            drive(system, warm, 1, answerer)  # servers started, models loaded, lazy imports done: not part of the timed work
+            before, cpu_before, load_before = server.stats(reset_peak=True), harness_cpu_s(server.proc.pid), os.getloadavg()
             started = time.perf_counter()
             outcomes = drive(system, units, workers, answerer)
             wall = time.perf_counter() - started

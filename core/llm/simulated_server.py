@@ -324,8 +324,10 @@ class SimulatedServer:
                     self._send(200, {"object": "list", "data": [{"id": MODEL_ID, "object": "model", "owned_by": LABEL}]})
                 elif path == "/health":
                     self._send(200, {"status": "ok", "label": LABEL})
-                elif path == "/stats":  # what the server did so far (benchmarks read it from another process)
+                elif path in ("/stats", "/stats/reset_peak"):  # what the server did so far (benchmarks read it from another process)
                     with server._lock:
+                        if path.endswith("reset_peak"):  # the next measurement's peak starts from what is in flight now
+                            server.stats.peak_in_flight = server.stats.in_flight
                         self._send(200, {**asdict(server.stats), "label": LABEL})
                 else:
                     self._send(404, {"error": f"no route {self.path}"})
