@@ -10,7 +10,9 @@ existing memories, so each neighbour whose context or tags actually changed is r
 
 The LLM is the harness endpoint, reached through A-Mem's OpenAI backend with
 ``OPENAI_BASE_URL``/``OPENAI_API_KEY`` set only while the client is built; the embedder is
-the harness's local MiniLM folder; each namespace has its own ChromaDB folder under the run.
+the harness's local MiniLM folder; each namespace has its own ChromaDB folder under the run, so
+``run.workers`` namespaces are written at once (shared bookkeeping under a lock, each call labelled and
+metered in its own thread: ``LibraryLLMTap``).
 """
 
 from __future__ import annotations
@@ -18,13 +20,14 @@ from __future__ import annotations
 import json
 import logging
 import os
+import threading
 import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-from core.llm import retry_policy, usage_since
+from core.llm import retry_policy
 from core.atomic import write_json_atomic
 from core.api import AddReport, ConflictEvent, Retrieved, StoredItem, Turn
 from core.paths import file_safe_name
@@ -134,6 +137,8 @@ class AMemSnapshot:
 class AMemMemory:
     """One ``AgenticMemorySystem`` (own ChromaDB folder) per namespace; one note per turn."""
 
+    parallel_namespaces = True  # everything a write changes is the namespace's own (its system, folder, sidecar)
+
     def __init__(
         self,
         llm: Any,
@@ -163,6 +168,7 @@ class AMemMemory:
             "a-mem", llm, purpose="amem.analyze", temperature=temperature, max_tokens=max_tokens, retry=self.retry, max_items=max_items
         )
         self._spaces: dict[str, _Space] = {}
+        self._lock = threading.RLock()  # building a space (it sets process environment variables) and the counters
         self.failed_steps = 0  # A-Mem LLM steps (analysis, evolution) that failed; the note is stored regardless
 
     # -- library ----------------------------------------------------------------------
@@ -170,6 +176,12 @@ class AMemMemory:
         space = self._spaces.get(namespace)
         if space is not None:
             return space
+        with self._lock:
+            if namespace not in self._spaces:
+                self._spaces[namespace] = self._new_space(namespace)
+            return self._spaces[namespace]
+
+    def _new_space(self, namespace: str) -> _Space:
         os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"  # litellm would fetch a price list at import
         os.environ["ANONYMIZED_TELEMETRY"] = "False"  # ChromaDB's telemetry
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -188,7 +200,6 @@ class AMemMemory:
         space = _Space(system, path, json.loads(sidecar.read_text()) if sidecar.exists() else {})
         self.tap.install(system.llm_controller.llm.client)
         self._instrument(space)
-        self._spaces[namespace] = space
         return space
 
     def _instrument(self, space: _Space) -> None:
@@ -259,11 +270,16 @@ class AMemMemory:
     def add(self, namespace: str, turns: list[Turn], session_time: str | None = None) -> AddReport:
         space = self._space(namespace)
         report = AddReport(n_turns=len(turns))
-        before = self.tap.usage
+        with self.tap.scoped() as meter:  # this add's calls only, whatever other namespaces do meanwhile
+            self._add_notes(namespace, space, turns, session_time, report)
+        report.usage = meter.snapshot()
+        return report
+
+    def _add_notes(self, namespace: str, space: _Space, turns: list[Turn], session_time: str | None, report: AddReport) -> None:
         for turn in turns:
             content = note_content(turn)
             space.updates.clear()
-            failures_before = _SwallowedErrors.install().count + space.analysis_failures
+            failures_before = _SwallowedErrors.install().here() + space.analysis_failures
             note_id = space.system.add_note(
                 content, time=turn.session_time or session_time, id=note_id_for(namespace, turn, len(space.turn_ids))
             )
@@ -271,11 +287,10 @@ class AMemMemory:
             space.save()
             report.stored.append(StoredItem(note_id, content, [turn.turn_id]))
             report.updated.extend(evolution_to_events(content, [turn.turn_id], space.updates))
-            failed_steps = _SwallowedErrors.install().count + space.analysis_failures - failures_before
-            self.failed_steps += failed_steps
+            failed_steps = _SwallowedErrors.install().here() + space.analysis_failures - failures_before
+            with self._lock:
+                self.failed_steps += failed_steps
             report.failures += int(failed_steps > 0)  # AddReport.failures counts failed turns in every system
-        report.usage = usage_since(before, self.tap.usage)
-        return report
 
     def search(self, namespace: str, query: str, k: int) -> list[Retrieved]:
         space = self._space(namespace)
@@ -347,20 +362,30 @@ def _is_json_object(text: str) -> bool:
 
 class _SwallowedErrors(logging.Handler):
     """Counts ERROR records of A-Mem's module logger: its only trace of an evolution step that failed
-    (bad JSON, missing keys) and was skipped. Process-wide, so callers take differences."""
+    (bad JSON, missing keys) and was skipped. Counted per thread (A-Mem logs from the thread that called it,
+    and namespaces are written from several at once); callers take differences of ``here()``."""
 
     _instance: "_SwallowedErrors | None" = None
+    _install_lock = threading.Lock()
 
     def __init__(self) -> None:
         super().__init__(level=logging.ERROR)
         self.count = 0
+        self._by_thread: dict[int, int] = {}
 
     def emit(self, record: logging.LogRecord) -> None:
         self.count += 1
+        self._by_thread[record.thread or 0] = self._by_thread.get(record.thread or 0, 0) + 1
+
+    def here(self) -> int:
+        """ERROR records logged so far from the calling thread."""
+        return self._by_thread.get(threading.get_ident(), 0)
 
     @classmethod
     def install(cls) -> "_SwallowedErrors":
-        if cls._instance is None:
+        with cls._install_lock:
+            if cls._instance is not None:
+                return cls._instance
             cls._instance = cls()
             logging.getLogger("agentic_memory.memory_system").addHandler(cls._instance)
         return cls._instance

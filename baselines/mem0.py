@@ -11,6 +11,11 @@ A speaker named in ``assistant_speakers`` (HaluMem's ``assistant``) is an AI ass
 turns are context in the people's namespaces but it gets no namespace of its own, as HaluMem's toolkit adds
 each session under the user's id alone (``eval/eval_memos.py``: one ``user_id`` per user, both roles).
 
+Each namespace (conversation, HaluMem user) has its own Mem0 ``Memory`` (FAISS folder and history DB under
+``mem0/<namespace>/``), so ``run.workers`` conversations are written at once and one conversation's results do
+not depend on the others (Mem0's FAISS search takes the top ``2k`` of the whole index, then filters by user: a
+shared index would let other conversations crowd a user's hits out).
+
 What it reports (docs/baselines.md): mem0ai 2.x's open-source ``add`` is additive (its
 extraction prompt only emits ADD), so in practice it raises no conflict signal. The mapping
 below still handles UPDATE and DELETE, which older releases and the hosted platform return.
@@ -24,11 +29,12 @@ import logging
 import os
 import re
 import shutil
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from core.llm import retry_policy, usage_since
+from core.llm import retry_policy
 from core.atomic import write_json_atomic
 from core.api import AddReport, ConflictEvent, Retrieved, StoredItem, Turn
 from core.paths import file_safe_name
@@ -198,7 +204,9 @@ class Mem0Snapshot:
 
 
 class Mem0Memory:
-    """Mem0's open-source ``Memory`` on the harness LLM and embedder; one Mem0 user per speaker."""
+    """Mem0's open-source ``Memory`` on the harness LLM and embedder; one Mem0 user per speaker, one store per namespace."""
+
+    parallel_namespaces = True  # a Memory (FAISS + history DB) per namespace; shared bookkeeping under a lock
 
     def __init__(
         self,
@@ -243,7 +251,8 @@ class Mem0Memory:
         self.tap = LibraryLLMTap("mem0", llm, purpose="mem0.extract", temperature=temperature, timeout_s=request_timeout_s,
                                  retry=self.retry)
         self.failed_adds = 0  # Mem0 add() calls (one batch, one speaker) whose output was dropped or unmapped
-        self._memory: Any = None
+        self._memories: dict[str, Any] = {}
+        self._lock = threading.RLock()  # registry, sources, counters and Memory construction
         self._registry_path = self.store_dir / "namespaces.json"
         self._registry: dict[str, dict[str, Any]] = (
             json.loads(self._registry_path.read_text()) if self._registry_path.exists() else {}
@@ -252,31 +261,42 @@ class Mem0Memory:
         self._n_snapshots = 0
 
     # -- library ----------------------------------------------------------------------
-    @property
-    def memory(self) -> Any:
-        """Build Mem0 on first use (importing mem0 reads MEM0_DIR/MEM0_TELEMETRY, so set them first)."""
-        if self._memory is None:
-            self.store_dir.mkdir(parents=True, exist_ok=True)
-            os.environ["MEM0_TELEMETRY"] = "False"
-            os.environ.setdefault("MEM0_DIR", str(self.store_dir))
-            os.environ.setdefault("HF_HUB_OFFLINE", "1")
-            from mem0 import Memory
+    def namespace_dir(self, namespace: str) -> Path:
+        """The namespace's own Mem0 store (FAISS collections, history DB)."""
+        return self.store_dir / file_safe_name(namespace)
 
-            if self.session_date_as_observation_date:
-                _install_session_date_patch()
-            config = mem0_config(
-                api_base=self.llm.api_base,
-                model_id=self.llm.model_id,
-                api_key=self.llm.api_key,
-                embedder_dir=_embedder_dir(self.embedder),
-                store_dir=self.store_dir,
-                max_tokens=self.max_tokens,
-                llm_provider=self.llm_provider,
-                custom_instructions=self.custom_instructions,
-            )
-            self._memory = Memory.from_config(config)
-            self.tap.install(self._memory.llm.client)
-        return self._memory
+    def memory_for(self, namespace: str) -> Any:
+        """The namespace's Mem0, built on first use (importing mem0 reads MEM0_DIR/MEM0_TELEMETRY, so set them first)."""
+        memory = self._memories.get(namespace)
+        if memory is not None:
+            return memory
+        with self._lock:
+            if namespace not in self._memories:
+                self._memories[namespace] = self._new_memory(self.namespace_dir(namespace))
+            return self._memories[namespace]
+
+    def _new_memory(self, store_dir: Path) -> Any:
+        store_dir.mkdir(parents=True, exist_ok=True)
+        os.environ["MEM0_TELEMETRY"] = "False"
+        os.environ.setdefault("MEM0_DIR", str(self.store_dir))
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        from mem0 import Memory
+
+        if self.session_date_as_observation_date:
+            _install_session_date_patch()
+        config = mem0_config(
+            api_base=self.llm.api_base,
+            model_id=self.llm.model_id,
+            api_key=self.llm.api_key,
+            embedder_dir=_embedder_dir(self.embedder),
+            store_dir=store_dir,
+            max_tokens=self.max_tokens,
+            llm_provider=self.llm_provider,
+            custom_instructions=self.custom_instructions,
+        )
+        memory = Memory.from_config(config)
+        self.tap.install(memory.llm.client)
+        return memory
 
     def run_metadata(self) -> dict[str, Any]:
         """What a run should record about how Mem0 ran here (search mode, versions)."""
@@ -297,6 +317,7 @@ class Mem0Memory:
             "add_pipeline": "additive (mem0ai 2.x OSS: ADD events only)",
             "search_threshold": self.search_threshold,
             "batch_turns": self.batch_turns,
+            "store": "one Mem0 Memory (FAISS + history DB) per namespace",
             "assistant_speakers": sorted(self.assistant_speakers),
             "session_date_as_observation_date": self.session_date_as_observation_date,
             "custom_instructions": bool(self.custom_instructions),
@@ -311,33 +332,47 @@ class Mem0Memory:
 
     # -- namespaces -------------------------------------------------------------------
     def _entry(self, namespace: str) -> dict[str, Any]:
-        return self._registry.setdefault(namespace, {"generation": 0, "speakers": []})
+        with self._lock:
+            return self._registry.setdefault(namespace, {"generation": 0, "speakers": []})
 
     def _save_registry(self) -> None:
-        self.store_dir.mkdir(parents=True, exist_ok=True)
-        write_json_atomic(self._registry_path, self._registry, indent=1)
+        with self._lock:
+            self.store_dir.mkdir(parents=True, exist_ok=True)
+            write_json_atomic(self._registry_path, self._registry, indent=1)
 
     def _user_ids(self, namespace: str) -> list[tuple[str, str]]:
-        entry = self._entry(namespace)
-        return [(s, mem0_user_id(namespace, s, entry["generation"])) for s in entry["speakers"]]
+        """Mem0 user ids of the namespace's speakers; ``scope`` is the namespace the memories were written under
+        (another one's after ``restore`` of its snapshot: the conflict suite's per-worker copies)."""
+        with self._lock:
+            entry = self._entry(namespace)
+            scope = entry.get("scope", namespace)
+            return [(s, mem0_user_id(scope, s, entry["generation"])) for s in entry["speakers"]]
 
     # -- MemorySystem -----------------------------------------------------------------
     def reset(self, namespace: str) -> None:
         for _, user_id in self._user_ids(namespace):
-            self.memory.delete_all(user_id=user_id)
-        entry = self._entry(namespace)
-        entry["generation"] += 1  # fresh session scope: Mem0's "last k messages" start empty
-        entry["speakers"] = []
-        self._save_registry()
+            self.memory_for(namespace).delete_all(user_id=user_id)
+        with self._lock:
+            entry = self._entry(namespace)
+            entry["generation"] += 1  # fresh session scope: Mem0's "last k messages" start empty
+            entry["speakers"] = []
+            entry.pop("scope", None)
+            self._save_registry()
 
     def add(self, namespace: str, turns: list[Turn], session_time: str | None = None) -> AddReport:
-        entry = self._entry(namespace)
-        for turn in turns:
-            if turn.speaker not in entry["speakers"] and turn.speaker not in self.assistant_speakers:
-                entry["speakers"].append(turn.speaker)
-        self._save_registry()
+        with self._lock:
+            entry = self._entry(namespace)
+            for turn in turns:
+                if turn.speaker not in entry["speakers"] and turn.speaker not in self.assistant_speakers:
+                    entry["speakers"].append(turn.speaker)
+            self._save_registry()
         report = AddReport(n_turns=len(turns))
-        before = self.tap.usage
+        with self.tap.scoped() as meter:  # this add's calls only, whatever other namespaces do meanwhile
+            self._add_batches(namespace, turns, session_time, report)
+        report.usage = meter.snapshot()
+        return report
+
+    def _add_batches(self, namespace: str, turns: list[Turn], session_time: str | None, report: AddReport) -> None:
         for start in range(0, len(turns), self.batch_turns):
             batch = turns[start : start + self.batch_turns]
             when = batch[0].session_time or session_time
@@ -345,32 +380,32 @@ class Mem0Memory:
             new_text = "\n".join(f"{turn.speaker}: {turn.text}" for turn in batch)
             batch_failed = False
             for speaker, user_id in self._user_ids(namespace):
-                part = self._add_batch(batch, speaker, user_id, when, turn_ids, new_text)
+                part = self._add_batch(namespace, batch, speaker, user_id, when, turn_ids, new_text)
                 batch_failed |= part.failures > 0
-                self.failed_adds += int(part.failures > 0)
+                with self._lock:
+                    self.failed_adds += int(part.failures > 0)
                 part.failures = 0
                 report.merge(part)
             report.failures += len(batch) if batch_failed else 0  # AddReport.failures counts failed turns in every system
-        report.usage = usage_since(before, self.tap.usage)
-        return report
 
     def _add_batch(
-        self, batch: list[Turn], speaker: str, user_id: str, when: str | None, turn_ids: list[str], new_text: str
+        self, namespace: str, batch: list[Turn], speaker: str, user_id: str, when: str | None, turn_ids: list[str], new_text: str
     ) -> AddReport:
         metadata: dict[str, Any] = {"source_turn_ids": turn_ids, "speaker": speaker}
         if when:
             metadata["session_time"] = when
         token = _SESSION_DATE.set(when)
-        calls_before = self.tap.usage.calls
         try:
-            out = self.memory.add(speaker_messages(batch, speaker), user_id=user_id, metadata=metadata)
+            with self.tap.scoped() as meter:
+                out = self.memory_for(namespace).add(speaker_messages(batch, speaker), user_id=user_id, metadata=metadata)
         finally:
             _SESSION_DATE.reset(token)
         results = out.get("results", []) if isinstance(out, dict) else list(out or [])
-        part = mem0_results_to_report(results, new_text, turn_ids, lambda mid: self._sources.get(mid, []))
-        for item in part.stored:
-            self._sources[item.memory_id] = list(turn_ids)
-        if self.tap.usage.calls > calls_before and not _parses_as_mem0_json(self.tap.last_text):
+        with self._lock:
+            part = mem0_results_to_report(results, new_text, turn_ids, lambda mid: self._sources.get(mid, []))
+            for item in part.stored:
+                self._sources[item.memory_id] = list(turn_ids)
+        if meter.snapshot().calls and not _parses_as_mem0_json(self.tap.last_text):
             part.failures += 1  # Mem0 logs and drops unparsable extraction output
         return part
 
@@ -379,7 +414,7 @@ class Mem0Memory:
             return []
         found: list[Retrieved] = []
         for speaker, user_id in self._user_ids(namespace):
-            out = self.memory.search(query, filters={"user_id": user_id}, top_k=k, threshold=self.search_threshold)
+            out = self.memory_for(namespace).search(query, filters={"user_id": user_id}, top_k=k, threshold=self.search_threshold)
             for item in out.get("results", []):
                 meta = item.get("metadata") or {}
                 found.append(
@@ -395,49 +430,58 @@ class Mem0Memory:
         return found[:k]
 
     # -- Snapshottable ----------------------------------------------------------------
-    def _release(self) -> None:
-        """Close Mem0 (its SQLite connection) so its files can be copied; the next use rebuilds it from disk."""
-        if self._memory is not None:
-            close = getattr(self._memory, "close", None)
-            if close is not None:
-                close()
-            self._memory = None
+    def _release(self, namespace: str) -> None:
+        """Close the namespace's Mem0 (its SQLite connection) so its files can be copied; the next use rebuilds it."""
+        with self._lock:
+            memory = self._memories.pop(namespace, None)
+        close = getattr(memory, "close", None)
+        if close is not None:
+            close()
 
     def snapshot(self, namespace: str) -> Mem0Snapshot:
-        """Copy Mem0's store as it is now (the conflict suite ingests a context once, then branches per probe).
-
-        Mem0's FAISS collections and history DB hold every namespace together, so the copy is of the
-        whole store: restoring it returns other namespaces to this moment too. Re-ingesting instead would
-        replay every add of the context per probe (from the LLM cache at best).
-        """
-        self._release()
-        self._n_snapshots += 1
-        target = self.workdir / "mem0_snapshots" / f"{file_safe_name(namespace)}-{self._n_snapshots}"
+        """Copy the namespace's Mem0 store as it is now (the conflict suite ingests a context once, then branches
+        per probe). Other namespaces are untouched: each has its own store. Re-ingesting instead would replay
+        every add of the context per probe (from the LLM cache at best)."""
+        self._release(namespace)
+        with self._lock:
+            self._n_snapshots += 1
+            number = self._n_snapshots
+            entry = json.loads(json.dumps(self._entry(namespace)))
+            entry.setdefault("scope", namespace)
+        target = self.workdir / "mem0_snapshots" / f"{file_safe_name(namespace)}-{number}"
         if target.exists():
             shutil.rmtree(target)
         target.parent.mkdir(parents=True, exist_ok=True)
-        if self.store_dir.exists():
-            shutil.copytree(self.store_dir, target)
+        source = self.namespace_dir(namespace)
+        if source.exists():
+            shutil.copytree(source, target)
         else:
             target.mkdir()
-        return Mem0Snapshot(target, json.loads(json.dumps(self._registry)), {k: list(v) for k, v in self._sources.items()})
+        with self._lock:
+            sources = {k: list(v) for k, v in self._sources.items()}
+        return Mem0Snapshot(target, {namespace: entry}, sources)
 
     def restore(self, namespace: str, state: Mem0Snapshot) -> None:
-        """Put the store back as ``snapshot`` found it (whole store; see there)."""
+        """Put ``state``'s store into ``namespace`` (its own, or another's: the memories keep the user ids they were
+        written under, recorded as the entry's ``scope``)."""
         if not state.path.is_dir():
             raise FileNotFoundError(f"Mem0 snapshot folder {state.path} is gone; re-ingest instead (reset + add)")
-        self._release()
-        if self.store_dir.exists():
-            shutil.rmtree(self.store_dir)
-        shutil.copytree(state.path, self.store_dir)
-        self._registry = json.loads(json.dumps(state.registry))
-        self._sources = {k: list(v) for k, v in state.sources.items()}
+        self._release(namespace)
+        target = self.namespace_dir(namespace)
+        if target.exists():
+            shutil.rmtree(target)
+        shutil.copytree(state.path, target)
+        (entry,) = state.registry.values()
+        with self._lock:
+            self._registry[namespace] = json.loads(json.dumps(entry))
+            self._sources.update({k: list(v) for k, v in state.sources.items()})
+            self._save_registry()
 
     # -- Inspectable ------------------------------------------------------------------
     def stored_items(self, namespace: str) -> list[StoredItem]:
         items: list[StoredItem] = []
         for speaker, user_id in self._user_ids(namespace):
-            out = self.memory.get_all(filters={"user_id": user_id}, top_k=100_000)
+            out = self.memory_for(namespace).get_all(filters={"user_id": user_id}, top_k=100_000)
             for item in out.get("results", []):
                 meta = item.get("metadata") or {}
                 items.append(

@@ -13,16 +13,22 @@ is sent to the agent; its reply is what the answerer sees).
 
 Letta's LLM calls bypass the harness client; the tool-call layer still sends them through it
 (meter and cache, purpose ``memgpt.step``), and each add is metered from the usage Letta reports.
+
+Concurrency (``run.workers``; prepared, switched off: see ``parallel_namespaces``): one agent each. Each agent's LLM endpoint is
+``/v1/agents/<tag>`` on the tool-call layer, so a request in flight is known to be that agent's: its clock (the
+agent's "now") and its reply counts are the agent's own. Each thread talks to Letta on its own HTTP client.
 """
 
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 import logging
 import os
 import sqlite3
 import subprocess
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -36,7 +42,7 @@ from core.api import AddReport, ConflictEvent, LLMUsage, Retrieved, StoredItem, 
 from core.atomic import write_json_atomic
 from core.llm import retry_policy, usage_since
 from core.llm.local_server import free_port
-from core.llm.tool_calls import ToolCallServer
+from core.llm.tool_calls import ROUTE_TAG, ToolCallServer
 from core.paths import file_safe_name
 from core.servers import ManagedProcess
 from core.turn_costs import TurnCosts
@@ -232,8 +238,19 @@ class _Ledger:
     last_session_time: str | None = None  # the agent's "now" for a question (the latest turn it was sent)
 
 
+def endpoint_tag(namespace: str) -> str:
+    """The agent's endpoint tag on the tool-call layer (URL-safe, fixed per namespace)."""
+    return hashlib.blake2b(namespace.encode(), digest_size=6).hexdigest()
+
+
 class MemGPTMemory:
     """One Letta agent per namespace on a Letta server the adapter starts and stops."""
+
+    # Off: with endpoint tags three namespaces written at once give the serial results
+    # (tests/integration/test_concurrent_writes.py), but 16 units at 4 and 16 workers did not
+    # (results/bench/concurrency.md, "same outcomes" False), cause not yet found; and Letta's own CPU per call
+    # bounds the gain there (2.3x at 16). Serialised until that difference is explained.
+    parallel_namespaces = False
 
     def __init__(
         self,
@@ -289,9 +306,13 @@ class MemGPTMemory:
         self.start_timeout_s = start_timeout_s
         self.request_timeout_s = request_timeout_s
         self.stop_grace_s = stop_grace_s  # Letta's SIGTERM-to-SIGKILL wait when the run stops
-        self.clock = LettaClock(undated=undated_clock)  # the agent's "now": the session time of the turn it processes
+        self.undated_clock = undated_clock
+        self.clock = LettaClock(undated=undated_clock)  # "now" for requests on the untagged endpoint (agents made before tags)
         self.requests = LettaRequests(self.clock)
-        self._prompt_messages = 0  # messages in the latest request Letta sent (a drop between turns: Letta evicted)
+        self._clocks: dict[str, LettaClock] = {}  # per endpoint tag: the agent's "now", the session time of the turn it processes
+        self._prompt_messages: dict[str | None, int] = {}  # per tag: messages in Letta's latest request (a drop: Letta evicted)
+        self._lock = threading.RLock()  # server start, ledgers, clocks, counters
+        self._local = threading.local()  # one HTTP client per thread
         self.retry = retry_policy(retry)  # tries per tool call (the harness's one retry mechanism, core.llm.RetryPolicy)
         self.tools = ToolCallServer(llm, embedder=embedder, purpose=STEP_PURPOSE, retry=self.retry,
                                    max_tokens_cap=max_tokens, string_max_chars=tool_string_max_chars,
@@ -300,7 +321,8 @@ class MemGPTMemory:
         self.ledger_dir = self.workdir / "memgpt_ledger"
         self.turn_costs = TurnCosts(self.workdir)  # per turn, as it finishes: a stopped run still has its cost
         self._server: ManagedProcess | None = None
-        self._http: httpx.Client | None = None
+        self._generation = 0  # server starts so far: a thread's HTTP client belongs to one
+        self._clients: list[httpx.Client] = []  # every thread's client, closed by close()
         self._ledgers: dict[str, _Ledger] = {}
         self._pending_reset: set[str] = set()
         self.resumed_turns_skipped = 0
@@ -311,14 +333,22 @@ class MemGPTMemory:
 
     def _canonical(self, request: dict[str, Any]) -> dict[str, Any]:
         """The tool-call layer's hook: Letta's clock at the agent's "now", its lists in a fixed order (baselines.letta_canonical)."""
-        self._prompt_messages = len(request.get("messages", []))
-        return self.requests.canonical(request)
+        tag = ROUTE_TAG.get()
+        self._prompt_messages[tag] = len(request.get("messages", []))
+        clock = self._clocks.get(tag) if tag is not None else None
+        return (LettaRequests(clock) if clock is not None else self.requests).canonical(request)
+
+    def _clock(self, namespace: str) -> LettaClock:
+        with self._lock:
+            return self._clocks.setdefault(endpoint_tag(namespace), LettaClock(undated=self.undated_clock))
 
     # -- lifecycle --------------------------------------------------------------------------
     @property
     def base_url(self) -> str:
         if self._server is None or not self._server.running:
-            self.start()
+            with self._lock:
+                if self._server is None or not self._server.running:
+                    self.start()
         return self._base_url
 
     def start(self) -> None:
@@ -339,7 +369,7 @@ class MemGPTMemory:
         self._server.start()
         self.start_s = round(time.perf_counter() - started, 1)
         self.schema_fixed = fix_archives_agents_default(self.home / ".letta" / "sqlite.db") or self.schema_fixed
-        self._http = self._new_http()
+        self._generation += 1  # a restarted server: every thread's client is renewed
         log.info("letta server up in %.0f s on %s (schema fix applied: %s)", self.start_s, self._base_url, self.schema_fixed)
 
     def close(self) -> None:
@@ -348,9 +378,10 @@ class MemGPTMemory:
         Letta gets SIGTERM (SIGKILL after ``stop_grace_s``), then the tool-call server stops. The LLM client
         is the runner's to close, after this."""
         self.tools.begin_close()
-        if self._http is not None:
-            self._http.close()
-            self._http = None
+        with self._lock:
+            for http in self._clients:
+                http.close()
+            self._clients = []
         if self._server is not None:
             self._server.stop()
             self._server = None
@@ -359,10 +390,18 @@ class MemGPTMemory:
     def _new_http(self) -> httpx.Client:
         return httpx.Client(base_url=self._base_url, timeout=self.request_timeout_s, trust_env=False)
 
+    def _thread_http(self) -> httpx.Client:
+        """This thread's client to Letta (httpx clients are shared safely, but one may be replaced after a 5xx)."""
+        local = self._local
+        if getattr(local, "http", None) is None or getattr(local, "generation", None) != self._generation:
+            local.http, local.generation = self._new_http(), self._generation
+            with self._lock:
+                self._clients.append(local.http)
+        return local.http
+
     def _request(self, method: str, path: str, **kwargs: Any) -> Any:
         self.base_url  # noqa: B018 - starts the server on first use
-        assert self._http is not None
-        self._http, response = send_over_fresh_connection_if_reset(self._http, self._new_http, method, path, **kwargs)
+        self._local.http, response = send_over_fresh_connection_if_reset(self._thread_http(), self._new_http, method, path, **kwargs)
         if response.status_code >= 400:
             raise LettaError(f"Letta {method} {path} answered {response.status_code}: {response.text[:500]} "
                              f"(server log: {self.workdir / 'letta_server.log'})")
@@ -378,13 +417,18 @@ class MemGPTMemory:
         write_json_atomic(path, self._ledgers[namespace].__dict__)
 
     def _load(self, namespace: str) -> _Ledger | None:
+        with self._lock:
+            return self._load_unlocked(namespace)
+
+    def _load_unlocked(self, namespace: str) -> _Ledger | None:
         if namespace not in self._ledgers and self._ledger_path(namespace).exists():
             self._ledgers[namespace] = _Ledger(**json.loads(self._ledger_path(namespace).read_text()))
         return self._ledgers.get(namespace)
 
     def _create_agent(self, namespace: str) -> str:
         llm_config = {
-            "model": self.llm.model_id, "model_endpoint_type": "openai", "model_endpoint": self.tools.api_base,
+            "model": self.llm.model_id, "model_endpoint_type": "openai",
+            "model_endpoint": f"{self.tools.api_base}/agents/{endpoint_tag(namespace)}",  # its own endpoint: see the module doc
             "context_window": self.context_window, "max_tokens": self.max_tokens, "temperature": 0.0,
             "put_inner_thoughts_in_kwargs": self.put_inner_thoughts_in_kwargs,
         }
@@ -416,15 +460,18 @@ class MemGPTMemory:
 
     def reset(self, namespace: str) -> None:
         """Forget ``namespace`` -- unless the next add turns out to resume it (see ``_agent``)."""
-        self._pending_reset.add(namespace)
+        with self._lock:
+            self._pending_reset.add(namespace)
 
     def _agent(self, namespace: str, first_turn: Turn | None) -> _Ledger:
         """The namespace's agent. After ``reset``, an add whose first turn is the first turn this
         namespace was sent is a resumed run (the runner resets before re-adding a conversation):
         the agent is kept and finished turns are skipped. Otherwise the agent is replaced."""
-        ledger = self._load(namespace)
-        if namespace in self._pending_reset:
+        with self._lock:
+            ledger = self._load(namespace)
+            pending = namespace in self._pending_reset
             self._pending_reset.discard(namespace)
+        if pending:
             resuming = (ledger is not None and first_turn is not None and ledger.done_turn_ids
                         and ledger.done_turn_ids[0] == first_turn.turn_id)
             if ledger is not None and not resuming:
@@ -432,7 +479,8 @@ class MemGPTMemory:
                 ledger = None
         if ledger is None:
             ledger = _Ledger(agent_id=self._create_agent(namespace))
-            self._ledgers[namespace] = ledger
+            with self._lock:
+                self._ledgers[namespace] = ledger
             self._save(namespace)
         return ledger
 
@@ -457,20 +505,21 @@ class MemGPTMemory:
         done = set(ledger.done_turn_ids)
         for turn in turns:
             if turn.turn_id in done:
-                self.resumed_turns_skipped += 1
+                with self._lock:
+                    self.resumed_turns_skipped += 1
                 continue
             if session_time and not turn.session_time:
                 turn = Turn(turn.turn_id, turn.speaker, turn.text, session_time)
             started, usage_before, failures_before = time.perf_counter(), copy.deepcopy(report.usage), report.failures
-            replies_before = self._reply_counts()
+            replies_before = self._reply_counts(namespace)
             if self.ingest_mode == "archival":
                 self._add_archival(ledger, turn, report)
             else:
-                self._add_message(ledger, turn, report)
+                self._add_message(namespace, ledger, turn, report)
             seconds = time.perf_counter() - started
-            step = {k: v - replies_before[k] for k, v in self._reply_counts().items()}
+            step = {k: v - replies_before[k] for k, v in self._reply_counts(namespace).items()}
             record = {"turn_index": len(ledger.done_turn_ids), "seconds": round(seconds, 3), **step,
-                      "prompt_messages": self._prompt_messages}
+                      "prompt_messages": self._prompt_messages.get(endpoint_tag(namespace), 0)}
             self._turn_records.append(record)
             self.turn_costs.record(namespace, turn.turn_id, seconds, usage_since(usage_before, report.usage),
                                    failures=report.failures - failures_before, mode=self.ingest_mode,
@@ -489,10 +538,11 @@ class MemGPTMemory:
             ledger.passage_times[passage["id"]] = turn.session_time
             report.stored.append(StoredItem(passage["id"], passage["text"], [turn.turn_id]))
 
-    def _add_message(self, ledger: _Ledger, turn: Turn, report: AddReport) -> None:
+    def _add_message(self, namespace: str, ledger: _Ledger, turn: Turn, report: AddReport) -> None:
         before = self._passages(ledger.agent_id)
         try:
-            self.clock.set(turn.session_time)  # the agent's "now" while it processes this turn
+            self._clock(namespace).set(turn.session_time)  # the agent's "now" while it processes this turn
+            self.clock.set(turn.session_time)  # (an agent made before endpoint tags reads this one)
             response = self._send(ledger.agent_id, message_for(turn, self.message_template))
         except (LettaError, httpx.HTTPError) as err:
             log.warning("memgpt: turn %s failed: %s", turn.turn_id, err)
@@ -517,6 +567,7 @@ class MemGPTMemory:
         ledger = self._agent(namespace, None)
         hits: list[Retrieved] = []
         if self.answer_mode == "agent":
+            self._clock(namespace).set(ledger.last_session_time)
             self.clock.set(ledger.last_session_time)  # a question is asked after the latest turn the agent was sent
             response = self._send(ledger.agent_id, self.question_template.format(question=query))
             hits.append(Retrieved(text=f"The MemGPT agent answered: {assistant_text(response.get('messages', []))}", score=1.0))
@@ -557,6 +608,7 @@ class MemGPTMemory:
         self._delete_agent(ledger.agent_id)
         imported = self._request("POST", "/v1/agents/import", data={"append_copy_suffix": "false"}, files={
             "file": ("agent.af", json.dumps(state["agent_file"]).encode(), "application/json")})
+        self._point_at_own_endpoint(imported["agent_ids"][0], namespace)
         restored = _Ledger(**{**state["ledger"], "agent_id": imported["agent_ids"][0],
                               "passage_turns": {}, "passage_times": {}})
         new_by_text = {text: pid for pid, text in self._passages(restored.agent_id).items()}
@@ -564,11 +616,19 @@ class MemGPTMemory:
             if text in new_by_text:
                 restored.passage_turns[new_by_text[text]] = state["ledger"]["passage_turns"].get(old_id, [])
                 restored.passage_times[new_by_text[text]] = state["ledger"]["passage_times"].get(old_id)
-        self._ledgers[namespace] = restored
+        with self._lock:
+            self._ledgers[namespace] = restored
         self._save(namespace)
 
-    def _reply_counts(self) -> dict[str, int]:
-        stats = self.tools.stats
+    def _point_at_own_endpoint(self, agent_id: str, namespace: str) -> None:
+        """An imported agent keeps the endpoint of the agent it was exported from (another namespace's, in the
+        conflict suite's per-worker copies): give it this namespace's, so its requests read this namespace's clock."""
+        agent = self._request("GET", f"/v1/agents/{agent_id}")
+        llm_config = {**agent["llm_config"], "model_endpoint": f"{self.tools.api_base}/agents/{endpoint_tag(namespace)}"}
+        self._request("PATCH", f"/v1/agents/{agent_id}", json={"llm_config": llm_config})
+
+    def _reply_counts(self, namespace: str) -> dict[str, int]:
+        stats = self.tools.tag_stats(endpoint_tag(namespace))
         return {"model_replies": stats.model_replies, "cache_replies": stats.cache_replies,
                 "prompt_tokens": stats.prompt_tokens, "server_cached_prompt_tokens": stats.server_cached_prompt_tokens}
 

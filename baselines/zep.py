@@ -17,6 +17,12 @@ Ingestion follows Zep's LoCoMo evaluation (getzep/zep-papers): each message is o
 conversation. Search follows its search script: edges ranked by the cross-encoder and entity nodes
 by RRF, rendered as ``fact (Date range: valid - invalid)`` and ``name: summary``.
 
+Concurrency (``run.workers``): one graph per namespace, and every coroutine runs on one event loop in a
+thread of its own, to which worker threads hand their calls; graphiti's LLM calls leave that loop for threads
+(``AsyncCompletions``), so the episodes of several conversations are processed at once while each
+conversation's episodes stay in order. A snapshot restored into another namespace (the conflict suite's
+per-worker copies) has its ``group_id`` rewritten to that namespace's.
+
 Conflict signal: graphiti expires an edge that a contradicting edge supersedes. Which edge it
 expires depends on the edges' ``valid_at``; both outcomes are recorded as graphiti decided them
 (``invalidations_to_report``): the held edge expired -> ``update``; the new edge expired because a
@@ -31,7 +37,9 @@ import json
 import logging
 import os
 import re
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -41,12 +49,16 @@ from typing import Any, Callable, Literal, Mapping
 from baselines.zep_graphiti import MINILM_DIMS, graphiti_clients, graphiti_llm_client
 from core.api import AddReport, ConflictEvent, Retrieved, StoredItem, Turn
 from core.atomic import write_text_atomic
-from core.llm import RetryPolicy, retry_policy, usage_since
+from core.llm import RetryPolicy, retry_policy
 from core.llm.library_tap import LibraryLLMTap
 from core.servers import FalkorDBServer
 from core.turn_costs import TurnCosts
 
 log = logging.getLogger(__name__)
+
+# Threads that graphiti's LLM calls wait in (asyncio.to_thread): more than any run.workers in use, so the
+# event loop never holds back a request the server could take.
+LLM_THREADS = 128
 
 ROW_LABEL = "Zep (graphiti-core {version}, self-hosted)"
 RERANKER = "embedding-cosine (local MiniLM; graphiti's BGE reranker needs a hub download)"
@@ -191,10 +203,13 @@ class ZepSnapshot:
 
     graph: str
     episode_turns: dict[str, str]
+    group: str = ""  # the group_id its nodes and edges carry (the namespace it was taken from)
 
 
 class ZepMemory:
     """graphiti-core on a harness-managed FalkorDB server; one Graphiti instance per namespace."""
+
+    parallel_namespaces = True  # a graph per namespace; coroutines of all namespaces share one event loop thread
 
     conflict_signal = "graphiti temporal edge invalidation (held edge expired -> update; new edge expired -> reject)"
 
@@ -234,6 +249,8 @@ class ZepMemory:
                                  retry=self.retry, max_items=max_items)
         self.server = FalkorDBServer(self.workdir / "falkordb", start_timeout_s=server_start_timeout_s)
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread: threading.Thread | None = None
+        self._lock = threading.RLock()  # start-up, the namespace table and the counters
         self._falkor: Any = None
         self._classes: SimpleNamespace | None = None
         self._llm_client: Any = None
@@ -246,13 +263,33 @@ class ZepMemory:
 
     # -- lifecycle --------------------------------------------------------------------
     def _run(self, coroutine: Any) -> Any:
-        if self._loop is None:
-            self._loop = asyncio.new_event_loop()
-        return self._loop.run_until_complete(coroutine)
+        """Run ``coroutine`` on the adapter's event loop (its own thread) and wait for it; the calling thread's
+        context variables (the invalidation sink, the tap's usage scope) go with it."""
+        loop = self._loop
+        if loop is None:
+            loop = self._start_loop()
+        return asyncio.run_coroutine_threadsafe(coroutine, loop).result()
+
+    def _start_loop(self) -> asyncio.AbstractEventLoop:
+        with self._lock:
+            if self._loop is None:
+                loop = asyncio.new_event_loop()
+                # asyncio.to_thread's pool: graphiti's LLM calls of every namespace in flight wait there (the
+                # default, min(32, cores + 4) threads, would cap a 2-core machine at 6 requests in flight)
+                loop.set_default_executor(ThreadPoolExecutor(max_workers=LLM_THREADS, thread_name_prefix="zep-llm"))
+                self._loop_thread = threading.Thread(target=loop.run_forever, name="zep-event-loop", daemon=True)
+                self._loop_thread.start()
+                self._loop = loop
+            return self._loop
 
     def _ensure_started(self) -> None:
         if self._falkor is not None and self.server.running:
             return
+        with self._lock:
+            if self._falkor is None or not self.server.running:
+                self._start()
+
+    def _start(self) -> None:
         self.server.start()
         self._classes = graphiti_clients()
         install_invalidation_recorder()
@@ -276,7 +313,11 @@ class ZepMemory:
         self._spaces.clear()
         self.server.stop()
         if self._loop is not None:
-            self._loop.close()
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            if self._loop_thread is not None:
+                self._loop_thread.join(timeout=30)
+            if not self._loop.is_running():
+                self._loop.close()
             self._loop = None
 
     def __del__(self) -> None:
@@ -288,7 +329,12 @@ class ZepMemory:
     def _space(self, namespace: str) -> _Space:
         self._ensure_started()
         space = self._spaces.get(namespace)
-        if space is None:
+        if space is not None:
+            return space
+        with self._lock:
+            space = self._spaces.get(namespace)
+            if space is not None:
+                return space
             from graphiti_core import Graphiti
             from graphiti_core.driver.falkordb_driver import FalkorDriver
 
@@ -348,18 +394,20 @@ class ZepMemory:
     def add(self, namespace: str, turns: list[Turn], session_time: str | None = None) -> AddReport:
         space = self._space(namespace)
         report = AddReport(n_turns=len(turns))
-        before = self.tap.usage
         started = time.perf_counter()
-        for turn in turns:
-            turn_started, turn_before = time.perf_counter(), self.tap.usage
-            turn_report = self._add_turn(space, turn, turn.session_time or session_time)
-            self.turn_costs.record(namespace, turn.turn_id, time.perf_counter() - turn_started, usage_since(turn_before, self.tap.usage),
-                                   failures=turn_report.failures, stored=len(turn_report.stored))  # fmt: skip
-            report.merge(turn_report)
-        self._add_seconds += time.perf_counter() - started
-        self._turns_ingested += len(turns)
+        with self.tap.scoped() as meter:  # this add's calls only, whatever other namespaces do meanwhile
+            for turn in turns:
+                turn_started = time.perf_counter()
+                with self.tap.scoped() as turn_meter:
+                    turn_report = self._add_turn(space, turn, turn.session_time or session_time)
+                self.turn_costs.record(namespace, turn.turn_id, time.perf_counter() - turn_started, turn_meter.snapshot(),
+                                       failures=turn_report.failures, stored=len(turn_report.stored))  # fmt: skip
+                report.merge(turn_report)
+        with self._lock:
+            self._add_seconds += time.perf_counter() - started
+            self._turns_ingested += len(turns)
         self.write_edges(space)
-        report.usage = usage_since(before, self.tap.usage)
+        report.usage = meter.snapshot()
         report.n_turns = len(turns)
         return report
 
@@ -382,7 +430,8 @@ class ZepMemory:
             )
         except (ValueError, EmptyResponseError) as err:  # graphiti gave up on the model's output (JSON, schema)
             log.warning("graphiti could not add turn %s (%s); counted as a failure", turn.turn_id, err)
-            self._episode_failures += 1
+            with self._lock:
+                self._episode_failures += 1
             return AddReport(failures=1)
         finally:
             _INVALIDATIONS.reset(token)
@@ -422,11 +471,12 @@ class ZepMemory:
     def snapshot(self, namespace: str) -> ZepSnapshot:
         """Copy the namespace's graph inside FalkorDB (GRAPH.COPY); restoring copies it back."""
         space = self._space(namespace)
-        self._n_snapshots += 1
-        copy = f"{space.group}__snapshot{self._n_snapshots}"
+        with self._lock:
+            self._n_snapshots += 1
+            copy = f"{space.group}__snapshot{self._n_snapshots}"
         self._delete_graph(copy)
         self._run(self._falkor.select_graph(space.group).copy(copy))
-        return ZepSnapshot(copy, dict(space.episode_turns))
+        return ZepSnapshot(copy, dict(space.episode_turns), space.group)
 
     def restore(self, namespace: str, state: ZepSnapshot) -> None:
         space = self._space(namespace)
@@ -437,6 +487,11 @@ class ZepMemory:
             if space.group in await self._falkor.list_graphs():
                 await self._falkor.select_graph(space.group).delete()
             await self._falkor.select_graph(state.graph).copy(space.group)
+            if state.group and state.group != space.group:  # another namespace's graph: its items become this one's
+                graph = self._falkor.select_graph(space.group)
+                for query in ("MATCH (n) WHERE n.group_id IS NOT NULL SET n.group_id = $group",
+                              "MATCH ()-[r]->() WHERE r.group_id IS NOT NULL SET r.group_id = $group"):
+                    await graph.query(query, {"group": space.group})
 
         self._run(copy_back())
         space.episode_turns = dict(state.episode_turns)

@@ -14,6 +14,7 @@ after ``graphiti_environment()`` has set it.
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import json
 import os
@@ -109,10 +110,10 @@ def graphiti_clients() -> SimpleNamespace:
 
 
 class AsyncCompletions:
-    """What graphiti awaits (``client.chat.completions.create``), answered by the tapped sync client.
-
-    The call blocks the event loop on purpose: the local server answers one request at a time, and
-    serial calls keep the tap's purpose and the cache keys deterministic.
+    """What graphiti awaits (``client.chat.completions.create``), answered by the tapped sync client in a thread
+    (``asyncio.to_thread``), so the event loop goes on with other namespaces' episodes while a call waits on the
+    server. The thread gets the task's context: its purpose (``PURPOSE``), the adapter's usage scope. Within one
+    episode graphiti's calls stay in the order it awaits them (``max_coroutines``), so cache keys do not change.
     """
 
     def __init__(self, sync_client: Any, tap: LibraryLLMTap) -> None:
@@ -121,8 +122,11 @@ class AsyncCompletions:
         self.chat = SimpleNamespace(completions=SimpleNamespace(create=self._create))
 
     async def _create(self, **request: Any) -> Any:
-        self._tap.purpose = PURPOSE.get()
         request["seed"] = 0  # the first try's seed (the tap's retries bring their own)
+        return await asyncio.to_thread(self._call, request)
+
+    def _call(self, request: dict[str, Any]) -> Any:
+        self._tap.purpose = PURPOSE.get()
         return self._sync.chat.completions.create(**request)
 
 

@@ -14,7 +14,9 @@ False: serialised):
 * ``parallel_search``: ``search`` is a pure read, so concurrent searches of one namespace are
   safe and their order cannot change any result.
 
-``SystemGuard`` wraps a system's calls in one lock where the system does not allow them.
+``SystemGuard`` wraps a system's calls in one lock where the system does not allow them. A system with
+``parallel_namespaces`` but not ``parallel_search`` has its searches serialised per namespace (one lock per
+namespace): a namespace's searches stay in order, and other namespaces' searches go on meanwhile.
 """
 
 from __future__ import annotations
@@ -121,6 +123,7 @@ class SystemGuard:
         self.parallel_namespaces = isinstance(system, ParallelNamespaces) and bool(system.parallel_namespaces)
         self.parallel_search = isinstance(system, ParallelSearch) and bool(system.parallel_search) and self.parallel_namespaces
         self._lock = threading.RLock()
+        self._namespace_locks: dict[str, threading.Lock] = {}
 
     @contextmanager
     def writing(self) -> Iterator[None]:
@@ -129,9 +132,16 @@ class SystemGuard:
             yield
 
     @contextmanager
-    def searching(self) -> Iterator[None]:
-        """Around search."""
-        with nullcontext() if self.parallel_search else self._lock:
+    def searching(self, namespace: str | None = None) -> Iterator[None]:
+        """Around the searches of ``namespace`` (None: of any namespace, one lock for all)."""
+        if self.parallel_search:
+            lock: Any = nullcontext()
+        elif self.parallel_namespaces and namespace is not None:
+            with self._lock:
+                lock = self._namespace_locks.setdefault(namespace, threading.Lock())
+        else:
+            lock = self._lock
+        with lock:
             yield
 
     def namespace_workers(self, requested: int) -> int:

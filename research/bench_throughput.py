@@ -4,7 +4,7 @@ The stage is the harness's real code path: ``eval.workers.Stage`` with N threads
 ``eval.judge.LLMJudge.judge`` through the OpenAI-compatible client (no response cache) on the
 predictions of a published LoCoMo run, exactly as ``LoCoMoBenchmark._score`` does. Two backends:
 
-* ``--backend latency-model``: research/latency_server.py, a SIMULATION of a GPU server (fixed time
+* ``--backend latency-model``: core/llm/simulated_server.py, a SIMULATION of a GPU server (fixed time
   per request + time per token, at most ``--max-in-flight`` requests at once). Its service time
   is known, so the harness's overhead per call is measured: wall time per call at N=1 minus the
   simulated service time. Speedup at N is requests/s at N over requests/s at N=1.
@@ -33,7 +33,7 @@ from core.llm import LocalLLM, OpenAICompatClient
 from eval.judge import LLMJudge, build_judge
 from eval.rows import read_rows
 from eval.workers import Stage
-from research.latency_server import LatencyModel, LatencyServer
+from core.llm.simulated_server import LatencyModel, SimulatedServer
 
 DEFAULT_PREDICTIONS = "results/published/runs/locomo/rag/none/26cb1a02f252/predictions.jsonl"
 
@@ -95,7 +95,7 @@ def zero_latency_overhead(items: list[dict[str, Any]], calls: int = 200) -> dict
     harness's client, and a bare httpx POST of the same request; their difference is the harness's own cost."""
     import httpx
 
-    with LatencyServer(LatencyModel(0.0, 0.0, 0.0, 64)) as server:
+    with SimulatedServer(LatencyModel(0.0, 0.0, 0.0, 64)) as server:
         client = OpenAICompatClient(base_url=server.base_url, model=None, cache_path=None, max_retries=1)
         bare = httpx.Client(trust_env=False)
         judge = conf_judge(client)
@@ -120,18 +120,18 @@ def zero_latency_overhead(items: list[dict[str, Any]], calls: int = 200) -> dict
 
 def run_latency_model(args: argparse.Namespace, items: list[dict[str, Any]], workers: list[int]) -> dict[str, Any]:
     model = LatencyModel(args.fixed_s, 0.0, args.per_token_s, args.max_in_flight)
-    with LatencyServer(model) as server:
+    with SimulatedServer(model) as server:
         client = OpenAICompatClient(base_url=server.base_url, model=None, cache_path=None, max_retries=1)
         try:
             rows = sweep(client, items, workers, args.calls_per_worker, args.min_calls, args.repeats)
         finally:
             client.close()
-        service_mean = server.busy_s / max(server.served, 1)
+        service_mean = server.stats.busy_s / max(server.stats.served, 1)
     first = rows[0]
     wall_minus_service_ms = (first["wall_s"] / first["calls"] - service_mean) * 1000 * first["workers"]
     zero = zero_latency_overhead(items, args.overhead_calls)
     return {
-        "backend": "latency-model (SIMULATION, research/latency_server.py)",
+        "backend": "latency-model (SIMULATION, core/llm/simulated_server.py)",
         "simulation": True,
         "latency_model": model.__dict__,
         "simulated_service_s_mean": round(service_mean, 5),

@@ -17,13 +17,21 @@ the harness's ``LLMClient``. ``LibraryLLMTap.install`` wraps that client's
   loop again); the library gets the first usable reply, or the last bad one, which it handles as before.
 
 The request the library builds (prompt, ``response_format``, sampling) is otherwise sent as is.
+
+One tap serves every namespace of a system, and with ``run.workers`` > 1 several namespaces call through it at
+once: ``purpose`` and ``last_text`` are per context (thread or asyncio task), and ``scoped()`` meters the calls
+made inside one ``with`` block (one add) whatever other threads do meanwhile.
 """
 
 from __future__ import annotations
 
+import contextvars
 import json
 import logging
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from core.api import ChatResult, LLMUsage, ResponseStore, ServedLLM, UsageRecorder
@@ -87,7 +95,11 @@ class LibraryLLMTap:
         max_items: int | None = None,
     ) -> None:
         self.library = library
-        self.purpose = purpose
+        # per context (thread, asyncio task): namespaces written at once each label and check their own calls
+        self._purpose: contextvars.ContextVar[str] = contextvars.ContextVar(f"{library}_tap_purpose", default=purpose)
+        self._last_text: contextvars.ContextVar[str] = contextvars.ContextVar(f"{library}_tap_last_text", default="")
+        self._scopes: contextvars.ContextVar[tuple[UsageMeter, ...]] = contextvars.ContextVar(f"{library}_tap_scopes", default=())
+        self._counts_lock = threading.Lock()
         self.temperature = temperature
         self.seed = seed
         self.max_tokens = max_tokens  # a default cap, for libraries that send none (A-Mem)
@@ -103,11 +115,39 @@ class LibraryLLMTap:
         self.retries = 0  # structured requests asked again after an unusable reply
         self.rescued = 0  # ... of which a retry got a usable reply
         self.list_cap_hits = 0  # usable replies whose longest list reached max_items (probably ended by the cap)
-        self.last_text = ""  # the latest response text, for adapters that check the library's parsing
+
+    @property
+    def purpose(self) -> str:
+        """The label of the next call made in this context (thread or asyncio task)."""
+        return self._purpose.get()
+
+    @purpose.setter
+    def purpose(self, value: str) -> None:
+        self._purpose.set(value)
+
+    @property
+    def last_text(self) -> str:
+        """The latest response text in this context, for adapters that check the library's parsing."""
+        return self._last_text.get()
 
     @property
     def usage(self) -> LLMUsage:
         return self.meter.snapshot()
+
+    @contextmanager
+    def scoped(self) -> Iterator[UsageMeter]:
+        """A meter of the calls made in this context (and the asyncio tasks and ``to_thread`` calls it starts)
+        until the block ends: one add's usage while other namespaces call through the same tap."""
+        meter = UsageMeter()
+        token = self._scopes.set((*self._scopes.get(), meter))
+        try:
+            yield meter
+        finally:
+            self._scopes.reset(token)
+
+    def _counted(self, name: str) -> None:
+        with self._counts_lock:
+            setattr(self, name, getattr(self, name) + 1)
 
     def install(self, openai_client: Any) -> None:
         """Replace ``openai_client.chat.completions.create`` (on that instance only)."""
@@ -138,12 +178,12 @@ class LibraryLLMTap:
             response, problem = self._ask(original, asked)
             if problem is None:
                 if attempt:
-                    self.rescued += 1
+                    self._counted("rescued")
                 if self.max_items is not None and structured and self._longest_list(response) >= self.max_items:
-                    self.list_cap_hits += 1
+                    self._counted("list_cap_hits")
                 break
             if attempt + 1 < attempts:
-                self.retries += 1
+                self._counted("retries")
                 log.warning("%s: %s; asking again (retry %d of %d, temperature %s, seed %s)", self.library, problem,
                             attempt + 1, attempts - 1, *self.retry.sampling(attempt + 1, request.get("temperature"), request.get("seed")))
         return response
@@ -167,7 +207,7 @@ class LibraryLLMTap:
             latency = 0.0
             problem = hit_problem
             if hit_problem:  # a cached greedy cut-off: the library fails on it as it did live
-                self.invalid_responses += 1
+                self._counted("invalid_responses")
                 log.warning("%s: replaying a cached cut-off output (temperature 0 writes it again)", self.library)
         else:
             started = time.perf_counter()
@@ -178,7 +218,7 @@ class LibraryLLMTap:
             problem = unusable(dumped, request)
             replay = bool(problem) and replayable_cut_off(dumped, request)
             if problem:  # handed to the library (it has its own error handling) and counted
-                self.invalid_responses += 1
+                self._counted("invalid_responses")
                 log.warning("%s: %s; %s", self.library, problem, "cached for replay (greedy)" if replay else "not cached")
             if (replay or not problem) and self._cache and key:
                 self._cache.put(key, dumped)
@@ -193,9 +233,12 @@ class LibraryLLMTap:
             model=str(request.get("model", "")),
             cached_prompt_tokens=int(getattr(getattr(usage, "prompt_tokens_details", None), "cached_tokens", 0) or 0),
         )
-        self.last_text = result.text
-        self.meter.record(self.purpose, result)
-        self._harness_meter.record(self.purpose, result)
+        self._last_text.set(result.text)
+        purpose = self.purpose
+        self.meter.record(purpose, result)
+        self._harness_meter.record(purpose, result)
+        for scope in self._scopes.get():
+            scope.record(purpose, result)
         return response, problem
 
     def guard_counts(self) -> dict[str, int]:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextvars
 import json
 import logging
 import threading
@@ -40,6 +41,11 @@ from core.llm.schema_caps import cap_strings
 log = logging.getLogger(__name__)
 
 TEXT_REPLY = "__reply_with_text__"  # the pseudo-tool a model may pick when tool_choice is "auto"
+
+# The tag of the endpoint a request came in on (``/v1/agents/<tag>/chat/completions``; None on ``/v1/...``), set
+# while the request is answered: a client with many agents (Letta) gives each its own endpoint, so the
+# ``canonical_request`` hook and the per-tag stats know whose request it is when several are in flight.
+ROUTE_TAG: contextvars.ContextVar[str | None] = contextvars.ContextVar("tool_call_route_tag", default=None)
 
 
 # -- request translation (pure, unit-tested) ---------------------------------------------------
@@ -291,6 +297,7 @@ class ToolCallServer:
         self.string_max_chars = string_max_chars  # cap on every string argument a reply may write (cap_strings)
         self._model_name = model_name
         self.stats = ToolCallStats()
+        self.stats_by_tag: dict[str, ToolCallStats] = {}  # the same reply counts per endpoint tag (ROUTE_TAG)
         self._stats_lock = threading.Lock()
         self._in_flight: dict[str, Future] = {}
         self._closing = threading.Event()
@@ -334,8 +341,17 @@ class ToolCallServer:
             raise ToolServerClosedError("the tool-call server is closing (the run is stopping); request refused, nothing sent to the LLM")
 
     def _count(self, result: ChatResult) -> None:
+        tag = ROUTE_TAG.get()
         with self._stats_lock:
             self.stats.count_reply(result)
+            if tag is not None:
+                self.stats_by_tag.setdefault(tag, ToolCallStats()).count_reply(result)
+
+    def tag_stats(self, tag: str) -> ToolCallStats:
+        """A copy of the reply counts of the requests that came in on endpoint ``tag``."""
+        with self._stats_lock:
+            held = self.stats_by_tag.get(tag) or ToolCallStats()
+            return ToolCallStats(**{**held.__dict__, "by_tool": dict(held.by_tool)})
 
     def _complete(self, request: dict[str, Any]) -> dict[str, Any]:
         self._refuse_if_closing()
@@ -437,12 +453,22 @@ class ToolCallServer:
                     return None
             return task.result()
 
+        def tagged(fn: Callable[[dict[str, Any]], dict[str, Any]], request: Request) -> Callable[[dict[str, Any]], dict[str, Any]]:
+            """``fn`` with ROUTE_TAG set to the request's endpoint tag in the thread that answers it."""
+            tag = request.path_params.get("tag")
+
+            def run(body: dict[str, Any]) -> dict[str, Any]:
+                ROUTE_TAG.set(tag)
+                return fn(body)
+
+            return run
+
         async def chat(request: Request) -> JSONResponse:
             body = await request.json()
             if body.get("stream"):
                 return JSONResponse({"error": {"message": "streaming is not supported by the tool-call layer; send stream=false"}}, 400)
             try:
-                reply = await unless_closing(self.complete, body)
+                reply = await unless_closing(tagged(self.complete, request), body)
             except (LLMOutputError, ValueError) as err:
                 return JSONResponse({"error": {"message": str(err), "type": "invalid_response"}}, 502)
             except (LLMError, ClientClosedError) as err:  # the LLM server unreachable, or the run stopping: not the model's fault
@@ -468,6 +494,9 @@ class ToolCallServer:
             Route("/v1/chat/completions", chat, methods=["POST"]),
             Route("/v1/embeddings", embeddings, methods=["POST"]),
             Route("/v1/models", models, methods=["GET"]),
+            Route("/v1/agents/{tag}/chat/completions", chat, methods=["POST"]),
+            Route("/v1/agents/{tag}/embeddings", embeddings, methods=["POST"]),
+            Route("/v1/agents/{tag}/models", models, methods=["GET"]),
             Route("/health", health, methods=["GET"]),
         ])
 

@@ -1,7 +1,7 @@
 """Hydra launchers: a two-job sweep through submitit_local (the code path Slurm runs), for real.
 
 The jobs run ``run.py`` on a LoCoMo slice with ``system=full_context`` (no embedder needed) and
-``llm=openai_compat`` pointed at research/latency_server.py, a SIMULATED OpenAI-compatible server
+``llm=openai_compat`` pointed at core/llm/simulated_server.py, a SIMULATED OpenAI-compatible server
 this test starts: the launcher, pickling, job folders and result collection are real; the LLM is not.
 """
 
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from research.latency_server import LatencyModel, LatencyServer
+from core.llm.simulated_server import MODEL_ID, LatencyModel, SimulatedServer
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = [
@@ -29,11 +29,11 @@ def test_two_job_sweep_through_submitit_local(tmp_path):
     # that only resolves inside a job (hydra.sweep.dir is resolved before any job) fails here.
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "locomo10.json").symlink_to(REPO / "data" / "locomo10.json")
-    with LatencyServer(LatencyModel(fixed_s=0.005, per_token_s=0.0)) as server:
+    with SimulatedServer(LatencyModel(fixed_s=0.005, decode_s_per_token=0.0)) as server:
         cmd = [
             sys.executable, str(REPO / "run.py"), "-m", "hydra/launcher=submitit_local", "hydra.launcher.timeout_min=10",
             "experiment=locomo", "system=full_context", "benchmark.max_questions=1,2", "logger=none",
-            "llm=openai_compat", f"llm.base_url={server.base_url}", "llm.model=latency-model", "llm.api_key_env=null",
+            "llm=openai_compat", f"llm.base_url={server.base_url}", f"llm.model={MODEL_ID}", "llm.api_key_env=null",
             f"cache_dir={tmp_path}/cache",
         ]  # fmt: skip
         done = subprocess.run(cmd, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True, timeout=900)

@@ -166,7 +166,7 @@ class LoCoMoBenchmark:
         def answer_one(item: tuple[Episode, Question, Search | None]) -> None:
             episode, question, found = item
             if found is None:
-                with guard.searching():
+                with guard.searching(episode.namespace):
                     found = search(system, episode, question, ctx, self.top_k)
             predictions.replace(predict(system, episode, question, ctx, self.top_k, found))  # replaces a failed try
             predict_bar.update(1)
@@ -180,7 +180,7 @@ class LoCoMoBenchmark:
             if guard.parallel_search:
                 questions.map(answer_one, [(episode, q, None) for q in pending])
             elif pending:  # a search that changes state (MOSAIC's continuity term) runs in question order, one at a time
-                with guard.searching():
+                with guard.searching(episode.namespace):
                     found = searches_in_order(system, episode, pending, ctx, self.top_k)
                 questions.map(answer_one, [(episode, q, found[q.key]) for q in pending])
 

@@ -81,7 +81,7 @@ def run_retrieval(benchmark: Any, system: MemorySystem, episodes: list[Episode],
         with guard.writing():
             ingest_rows.append(ingest(system, episode, ctx, bar, sessions, session_rows, benchmark.oracle_facts))
         pending = [q for q in episode.questions if q.key not in rows]
-        with guard.searching():
+        with guard.searching(episode.namespace):
             if guard.parallel_search:
                 found = {q.key: search(system, episode, q, ctx, depth) for q in pending}
             else:

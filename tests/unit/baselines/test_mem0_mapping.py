@@ -110,7 +110,7 @@ class _ScriptedMem0:
 def _adapter(tmp_path: Path) -> tuple[Mem0Memory, _ScriptedMem0]:
     adapter = Mem0Memory(llm=served_llm_stub(), embedder=object(), workdir=str(tmp_path), batch_turns=2, **LIBRARY_PROMPT)
     fake = _ScriptedMem0()
-    adapter._memory = fake
+    adapter._new_memory = lambda store_dir: fake
     return adapter, fake
 
 
@@ -197,13 +197,13 @@ def test_snapshot_and_restore_bring_back_the_store_on_real_mem0(tmp_path: Path):
     adapter = Mem0Memory(llm=llm, embedder=object(), workdir=str(tmp_path), **LIBRARY_PROMPT)
     adapter._entry("ns")["speakers"] = ["Caroline"]  # what add() records before it calls Mem0
     user_id = adapter._user_ids("ns")[0][1]
-    adapter.memory.add([{"role": "user", "content": "Caroline lives in Paris."}], user_id=user_id, infer=False,
+    adapter.memory_for("ns").add([{"role": "user", "content": "Caroline lives in Paris."}], user_id=user_id, infer=False,
                        metadata={"source_turn_ids": ["D1:1"]})  # fmt: skip
     state = adapter.snapshot("ns")
     before = sorted((i.memory_id, i.text, tuple(i.source_turn_ids)) for i in adapter.stored_items("ns"))
     assert len(before) == 1
 
-    adapter.memory.add([{"role": "user", "content": "Caroline moved to Berlin."}], user_id=user_id, infer=False,
+    adapter.memory_for("ns").add([{"role": "user", "content": "Caroline moved to Berlin."}], user_id=user_id, infer=False,
                        metadata={"source_turn_ids": ["D2:1"]})  # fmt: skip
     adapter.reset("other")
     assert len(adapter.stored_items("ns")) == 2
@@ -211,7 +211,7 @@ def test_snapshot_and_restore_bring_back_the_store_on_real_mem0(tmp_path: Path):
 
     assert sorted((i.memory_id, i.text, tuple(i.source_turn_ids)) for i in adapter.stored_items("ns")) == before
     assert adapter.search("ns", "Where does Caroline live?", 3)[0].source_turn_ids == ["D1:1"]
-    assert "other" not in adapter._registry  # bookkeeping came back with the files
+    assert adapter._registry["ns"]["speakers"] == ["Caroline"] and "other" in adapter._registry  # other namespaces untouched
     shutil.rmtree(state.path)
     with pytest.raises(FileNotFoundError, match="re-ingest"):
         adapter.restore("ns", state)

@@ -132,7 +132,8 @@ def test_mem0_counts_the_turns_of_a_failed_add_once(tmp_path: Path):
             return out
 
     memory = Mem0Memory(llm=served_llm_stub(), embedder=object(), workdir=str(tmp_path), batch_turns=2, custom_instructions=None, retry=None, assistant_speakers=["assistant"])
-    memory._memory = OneBadAdd()
+    bad = OneBadAdd()
+    memory._new_memory = lambda store_dir: bad
     turns = [Turn(f"D1:{i}", "Caroline" if i % 2 else "Melanie", f"text {i}") for i in range(1, 4)]
     report = memory.add("conv-0", turns, session_time="2023-05-08T13:56:00")
     assert report.failures == 2 and memory.metrics()["failed_adds"] == 1

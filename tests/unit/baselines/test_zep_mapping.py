@@ -429,3 +429,24 @@ def test_guard_settings_are_checked(tmp_path: Path):
                      ({"retry": {"temperature": -1}}, "system.retry: temperature"), ({"max_items": 0}, "system.max_items")):
         with pytest.raises(ValueError, match=key):
             zep.ZepMemory(llm=served_llm_stub(), embedder=None, workdir=str(tmp_path / "zep"), **{**NO_GUARD, **bad})
+
+
+def test_a_snapshot_restored_into_another_namespace_carries_that_namespaces_group_id(tmp_path: Path):
+    """The conflict suite at run.workers > 1 restores one context's snapshot into a namespace per worker; graphiti
+    reads and writes by group_id, so the copy's items must carry the worker namespace's."""
+    system = zep.ZepMemory(served_llm_stub(), embedder=None, workdir=str(tmp_path), **NO_GUARD)
+    try:
+        source = system._space("ctx")
+        system._run(source.graphiti.driver.execute_query("CREATE (:Entity {group_id: $g, name: 'Ann'})-[:RELATES_TO {group_id: $g}]->(:Entity {group_id: $g, name: 'Oslo'})", g=source.group))
+        state = system.snapshot("ctx")
+        system.restore("ctx~worker0", state)
+        copy = system._space("ctx~worker0")
+
+        def groups(space) -> set[str]:
+            query = "MATCH (n) RETURN n.group_id AS g UNION MATCH ()-[r]->() RETURN r.group_id AS g"
+            records, _, _ = system._run(space.graphiti.driver.execute_query(query))
+            return {r["g"] for r in records}
+
+        assert groups(copy) == {copy.group} and groups(source) == {source.group} and copy.group != source.group
+    finally:
+        system.close()

@@ -200,6 +200,29 @@ def test_system_guard_serialises_systems_that_do_not_declare_thread_safety():
     assert peak[0] == 1
 
 
+def test_searches_of_parallel_namespaces_are_serialised_per_namespace_only():
+    class PerNamespace:
+        parallel_namespaces = True  # namespaces independent, but a search changes its namespace's state
+
+    guard, active, peak = SystemGuard(PerNamespace()), {}, {}
+    lock = threading.Lock()
+
+    def search(i: int) -> None:
+        namespace = f"ns{i % 4}"
+        with guard.searching(namespace):
+            with lock:
+                active[namespace] = active.get(namespace, 0) + 1
+                peak[namespace] = max(peak.get(namespace, 0), active[namespace])
+                peak["all"] = max(peak.get("all", 0), sum(v for k, v in active.items()))
+            time.sleep(0.01)
+            with lock:
+                active[namespace] -= 1
+
+    with Stage(_Ctx(8), "predict", 32) as stage:
+        stage.map(search, list(range(32)))
+    assert all(peak[f"ns{i}"] == 1 for i in range(4)) and peak["all"] > 1
+
+
 def test_row_file_appends_whole_lines_under_threads(tmp_path):
     rows = JsonlRows(tmp_path / "rows.jsonl")
     payload = "x" * 5000  # bigger than one write() chunk of some buffers
