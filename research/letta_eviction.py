@@ -195,30 +195,38 @@ def run_slice(url: str, conversation: int, max_sessions: int | None, workdir: Pa
 
 
 def analyse(run_dir: Path, requests: list[dict[str, Any]], context_window: int) -> dict[str, Any]:
-    """Per turn: the requests it made (the run's per-turn call counts partition the request log in order)."""
+    """Per turn: the requests it made. The run's record counts every request a turn sent through the tool-call
+    layer (``model_replies`` + ``cache_replies``), which partitions the request log in order; Letta's own usage
+    report (``usage.calls``) leaves its summary call out."""
     turns = [json.loads(line) for line in (run_dir / "system" / "turn_costs.jsonl").read_text().splitlines() if line.strip()]
     rows, position = [], 0
     for index, turn in enumerate(turns, start=1):
-        calls = int(turn["usage"]["calls"])
+        calls = int(turn.get("model_replies", 0)) + int(turn.get("cache_replies", 0)) if "model_replies" in turn else int(turn["usage"]["calls"])
         made = requests[position:position + calls]
         position += calls
         steps = [r for r in made if r["kind"] == "step"]
         rows.append({"turn_index": index, "turn_id": turn["turn_id"], "steps": len(steps),
                      "summaries": sum(r["kind"] == "summary" for r in made),
+                     "summary_prompt_tokens": sum(r["prompt_tokens"] for r in made if r["kind"] == "summary"),
                      "prompt_tokens": steps[-1]["prompt_tokens"] if steps else None,
                      "total_tokens": sum(r["prompt_tokens"] + r["completion_tokens"] for r in steps),
-                     "prompt_messages": turn.get("prompt_messages"), "seconds": turn["seconds"]})
+                     "step_messages": max((r["messages"] for r in steps), default=None), "seconds": turn["seconds"]})
     evictions = [r for r in rows if r["summaries"]]
     growth = [b["prompt_tokens"] - a["prompt_tokens"] for a, b in zip(rows, rows[1:])
-              if a["prompt_tokens"] and b["prompt_tokens"] and not b["summaries"] and b["prompt_tokens"] >= a["prompt_tokens"]]
-    log_text = (run_dir / "system" / "letta_server.log").read_text(errors="replace") if (run_dir / "system" / "letta_server.log").exists() else ""
+              if a["prompt_tokens"] and b["prompt_tokens"] and not a["summaries"]]
+    gaps = [b["turn_index"] - a["turn_index"] for a, b in zip(evictions, evictions[1:])]
+    log_file = run_dir / "system" / "letta_server.log"
+    log_text = log_file.read_text(errors="replace") if log_file.exists() else ""
     return {
         "turns": len(rows), "requests_logged": len(requests), "requests_mapped": position,
         "context_window": context_window,
         "eviction_turns": [r["turn_index"] for r in evictions],
-        "evictions": [{"turn_index": r["turn_index"], "turn_id": r["turn_id"], "total_tokens_before": rows[r["turn_index"] - 2]["total_tokens"] if r["turn_index"] > 1 else None,
-                       "total_tokens": r["total_tokens"], "prompt_messages": r["prompt_messages"],
-                       "prompt_messages_next": rows[r["turn_index"]]["prompt_messages"] if r["turn_index"] < len(rows) else None} for r in evictions],
+        "turns_between_evictions": {"min": min(gaps), "median": sorted(gaps)[len(gaps) // 2], "max": max(gaps)} if gaps else None,
+        "evictions": [{"turn_index": r["turn_index"], "turn_id": r["turn_id"], "total_tokens": r["total_tokens"],
+                       "messages_in_context": r["step_messages"], "summary_prompt_tokens": r["summary_prompt_tokens"],
+                       "messages_next_turn": rows[r["turn_index"]]["step_messages"] if r["turn_index"] < len(rows) else None,
+                       "prompt_tokens_next_turn": rows[r["turn_index"]]["prompt_tokens"] if r["turn_index"] < len(rows) else None}
+                      for r in evictions],
         "summary_requests": sum(r["kind"] == "summary" for r in requests),
         "letta_log_over_window_lines": log_text.count("exceeds configured max tokens"),
         "median_prompt_growth_per_turn": sorted(growth)[len(growth) // 2] if growth else None,
@@ -244,14 +252,15 @@ def write_report(out: Path, result: dict[str, Any], command: str) -> None:
         f" median growth per turn (turns without eviction): {result['median_prompt_growth_per_turn']}",
         f"- evictions with a recursive summary: {len(result['eviction_turns'])}; Letta's log lines 'exceeds configured max tokens':"
         f" {result['letta_log_over_window_lines']}",
-        f"- at turn indices (1-based, in ingest order): {result['eviction_turns']}",
+        f"- at turn indices (1-based, in ingest order): {result['eviction_turns']}; turns between evictions: {result['turns_between_evictions']}",
         f"- requests: {result['requests_logged']} logged, {result['requests_mapped']} mapped to turns by the run's per-turn call counts",
         f"- wall time: {result['wall_s']:.0f} s ({result['git_sha']})",
         "",
-        "| eviction turn | turn id | total tokens of that message | messages in context before | after |",
-        "|---:|---|---:|---:|---:|",
-        *[f"| {e['turn_index']} | {e['turn_id']} | {e['total_tokens']} | {e['prompt_messages']} | {e['prompt_messages_next']} |"
-          for e in result["evictions"]],
+        "| eviction turn | turn id | total tokens of that message | messages in its step | summary prompt tokens |"
+        " next turn: messages | next turn: prompt tokens |",
+        "|---:|---|---:|---:|---:|---:|---:|",
+        *[f"| {e['turn_index']} | {e['turn_id']} | {e['total_tokens']} | {e['messages_in_context']} | {e['summary_prompt_tokens']} |"
+          f" {e['messages_next_turn']} | {e['prompt_tokens_next_turn']} |" for e in result["evictions"]],
         "",
         "Why it happens there: Letta 0.11.7 (`LettaAgent`) sums the model's `total_tokens` over a message's steps and,",
         "past the context window, evicts the oldest 30% of the in-context messages to recall memory and replaces them",
@@ -283,6 +292,7 @@ def main(argv: list[str] | None = None) -> None:
     log_path = workdir / "requests.jsonl"
     log_path.write_text("")
     started = time.monotonic()
+    git_sha = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
     tokenizer = Tokenizer(args.model)
     try:
         with ScriptedTokenCountingModel(tokenizer, log_path) as model:
@@ -291,8 +301,7 @@ def main(argv: list[str] | None = None) -> None:
         tokenizer.close()
     requests = [json.loads(line) for line in log_path.read_text().splitlines() if line.strip()]
     result = {"conversation": conversation, **analyse(run_dir, requests, context_window), "run_dir": str(run_dir),
-              "wall_s": time.monotonic() - started,
-              "git_sha": subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()}
+              "wall_s": time.monotonic() - started, "git_sha": git_sha}
     command = "nice -n 15 python -m research.letta_eviction " + " ".join(argv if argv is not None else sys.argv[1:])
     write_report(args.out, result, command.strip())
     print(f"{result['turns']} turns, evictions at {result['eviction_turns']}; {args.out.with_suffix('.md')}")

@@ -35,12 +35,16 @@ def test_letta_summary_request_gets_a_summary_within_its_word_limit():
 
 def test_requests_are_mapped_to_turns_by_their_call_counts(tmp_path):
     (tmp_path / "system").mkdir()
-    turns = [{"turn_id": f"D1:{i}", "usage": {"calls": calls}, "prompt_messages": messages, "seconds": 1.0}
-             for i, (calls, messages) in enumerate([(1, 5), (2, 8), (1, 6)], start=1)]
+    # Letta's usage report counts the steps only (calls 1); the tool-call layer's count has the summary too
+    turns = [{"turn_id": f"D1:{i}", "usage": {"calls": 1}, "model_replies": replies, "cache_replies": 0, "prompt_messages": 3, "seconds": 1.0}
+             for i, replies in enumerate([1, 2, 1], start=1)]
     (tmp_path / "system" / "turn_costs.jsonl").write_text("".join(json.dumps(t) + "\n" for t in turns))
-    requests = [{"kind": "step", "prompt_tokens": 7000, "completion_tokens": 100}, {"kind": "step", "prompt_tokens": 8200, "completion_tokens": 90},
-                {"kind": "summary", "prompt_tokens": 3000, "completion_tokens": 80}, {"kind": "step", "prompt_tokens": 5000, "completion_tokens": 70},
-                {"kind": "other", "prompt_tokens": 400, "completion_tokens": 10}]
+    requests = [{"kind": "step", "prompt_tokens": 7000, "completion_tokens": 100, "messages": 80},
+                {"kind": "step", "prompt_tokens": 8200, "completion_tokens": 90, "messages": 83},
+                {"kind": "summary", "prompt_tokens": 3000, "completion_tokens": 80, "messages": 3},
+                {"kind": "step", "prompt_tokens": 5000, "completion_tokens": 70, "messages": 30},
+                {"kind": "other", "prompt_tokens": 400, "completion_tokens": 10, "messages": 2}]
     result = analyse(tmp_path, requests, context_window=8192)
     assert result["eviction_turns"] == [2] and result["requests_mapped"] == 4 and result["summary_requests"] == 1
-    assert result["evictions"][0]["total_tokens"] == 8290 and result["evictions"][0]["prompt_messages_next"] == 6
+    assert result["evictions"][0]["total_tokens"] == 8290 and result["evictions"][0]["messages_next_turn"] == 30
+    assert result["evictions"][0]["summary_prompt_tokens"] == 3000 and result["per_turn"][2]["prompt_tokens"] == 5000
