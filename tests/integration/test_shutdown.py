@@ -5,6 +5,7 @@ Two shapes, both against a fault server whose generations take minutes (tests/fa
 ``hang``), on the tiny LoCoMo slice of test_faults (conv-26, a dev conversation, session 1):
 
 * ``run.workers=16``: sixteen answer calls in flight at once (``system=rag``);
+* Zep (graphiti on the harness's FalkorDB server): graphiti's extraction call in flight on its tapped client;
 * the tool-call path: an agent server in its own process (tests/fake_agent.py, Letta's shape: it finishes
   the messages in flight before it exits on SIGTERM, and steps on after a failed step) asks the tool-call
   layer, whose worker thread waits on the LLM.
@@ -79,6 +80,34 @@ def test_sigterm_with_16_generations_in_flight_stops_within_10s(tiny_locomo, tmp
     assert proc.returncode == 143, err[-3000:]
     assert seconds < STOP_LIMIT_S and late_calls == 0
     _recorded(run_dir_for(compose_cfg(overrides)))
+
+
+def test_sigterm_with_a_zep_generation_in_flight_stops_within_10s(tiny_locomo, tmp_path, embed_cache):  # noqa: F811
+    with FakeOpenAIServer(mode="hang", hang_s=HANG_S) as slow:
+        overrides = overrides_for(slow.url, tiny_locomo, tmp_path, embed_cache, "system=zep", *SLOW)
+        folder = run_dir_for(compose_cfg(overrides))
+        proc = run_py(overrides, popen=True)
+        _wait_for_calls(slow, 1, proc)
+        assert _falkordb_servers_of(folder), "no FalkorDB server of this run found while it runs"  # the check below can see one
+        seconds, late_calls, err = _stop(proc, slow)
+    print(f"\nzep: exit {proc.returncode} after {seconds:.1f} s, {late_calls} calls after the signal")
+    assert proc.returncode == 143, err[-3000:]
+    assert seconds < STOP_LIMIT_S and late_calls == 0
+    _recorded(folder)
+    assert not _falkordb_servers_of(folder), f"a FalkorDB server of this run is still running: {err[-2000:]}"
+
+
+def _falkordb_servers_of(folder: Path) -> list[int]:
+    """The pids of redis-server processes whose data folder (``--dir``) lies in this run's folder."""
+    left = []
+    for proc_dir in Path("/proc").iterdir():
+        try:
+            command = (proc_dir / "cmdline").read_bytes().decode(errors="replace") if proc_dir.name.isdigit() else ""
+        except OSError:
+            continue
+        if "redis-server" in command and str(folder) in command:
+            left.append(int(proc_dir.name))
+    return left
 
 
 # run.py's path with a system of the test's own (not a conf/system option): the runner, then run.py's exit
