@@ -143,6 +143,10 @@ class UpdateBankJudge(HaluMemBankJudge):
 
     labels = UPDATE_LABELS
 
+    @property
+    def settings(self) -> dict[str, Any]:
+        return {"update_structure": self.judge.update_structure}
+
     def _ask(self, inputs: dict[str, Any]) -> Any:
         return self.judge.update(inputs["returned"], inputs["target"], inputs["original"])
 
