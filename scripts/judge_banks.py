@@ -77,6 +77,7 @@ def run_bank(name: str, cfg: DictConfig, llm: Any, command: str, save: Callable[
         "bank_cases_per_label": {label: sum(c.label == label for c in bank) for label in judge.labels},
         "sample": None if per_label is None else {"per_label": per_label, "seed": int(cfg.sample_seed)},
         "cases_planned": len(cases),
+        "companion": cfg.judge_bank.get("companion"),
         "judge_model_id": llm.model_id,
         "command": command,
         "code": code_label(code_version()),
@@ -113,7 +114,8 @@ def print_summary(record: dict[str, Any]) -> None:
 def write_table(out_dir: Path, table: Path) -> None:
     records = {p.stem: json.loads(p.read_text(encoding="utf-8")) for p in sorted(out_dir.glob("*.json"))}
     table.parent.mkdir(parents=True, exist_ok=True)
-    table.write_text(judges_markdown(records, unmeasured=[n for n in available_judges() if n not in records]), encoding="utf-8")
+    unmeasured = {n: compose_config(n, []).judge_bank.get("companion") for n in available_judges() if n not in records}
+    table.write_text(judges_markdown(records, unmeasured=unmeasured), encoding="utf-8")
 
 
 def per_label_overrides(args: list[str]) -> list[str]:

@@ -95,8 +95,9 @@ class HaluMemBankJudge:
     labels: tuple[str, ...] = ()
 
     def __init__(self, llm: LLMClient, bank: str, halumem_file: str, dev_uuid: str, prompts: Mapping[str, Any] | None = None,
-                 max_tokens: int = 200, attempts: int = 2) -> None:
+                 max_tokens: int = 200, attempts: int = 2, companion: str | None = None) -> None:
         self.bank = bank
+        self.companion = companion  # the LLM-free metric to read where this judge fails (named in judges.md)
         self.judge = HaluMemJudge(llm, prompts, max_tokens=max_tokens, attempts=attempts)
         self.recipes = DevUserRecipes(halumem_file, dev_uuid)
 

@@ -118,7 +118,8 @@ def test_per_label_runs_a_fixed_sample_asks_the_same_requests_again_and_the_tabl
     assert record["sample"] == {"per_label": 3, "seed": 0} and record["bank_cases_per_label"] == {"A": 10, "B": 10}
     text = table.read_text()
     assert "A sample of 3 cases per label (seed 0) of the bank's A 10, B 10 judged." in text
-    assert "| halumem_qa | - | not measured (no results/bench/judge_banks/halumem_qa.json) | **no** |" in text
+    assert "| halumem_accuracy | - | not measured (no results/bench/judge_banks/halumem_accuracy.json) | **no** | none named (conf/judge_bank/<judge>.yaml companion) |" in text
+    assert "| halumem_update | - | not measured (no results/bench/judge_banks/halumem_update.json) | **no** | \"Update: new version ranked above" in text
     with pytest.raises(SystemExit, match="--per-label needs a whole number"):
         script.main(["locomo_qa", "--per-label", "all"])
 
@@ -133,7 +134,7 @@ def test_a_stopped_run_keeps_its_verdicts_with_labels_in_turn_and_the_table_mark
     record = {"result": seen[1], "description": "d", "bank": "b", "judge_model_id": "m", "command": "c", "finished_at": "2026-01-01T00:00",
               "complete": False, "cases_planned": 8, "sample": None}  # fmt: skip
     table = judges_markdown({"parity": record})
-    assert "| parity | A (1), B (1) | A 100.0%, B 100.0% | not decided: stopped after 2 of 8 cases |" in table
+    assert "| parity | A (1), B (1) | A 100.0%, B 100.0% | not decided: stopped after 2 of 8 cases | none named (conf/judge_bank/<judge>.yaml companion) |" in table
     assert "**the run stopped after 2 of its 8 cases**" in table and "may score published runs" not in table
 
 
