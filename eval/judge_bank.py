@@ -10,10 +10,12 @@ judge and not a copy of it. scripts/judge_banks.py runs every bank and writes re
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+import random
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from threading import Lock
 from typing import Any, Protocol, runtime_checkable
 
 FAILED = "failed"  # a verdict that could not be read (the judge's LLM call gave no usable output)
@@ -72,43 +74,90 @@ def load_bank(path: Path, labels: Sequence[str], min_per_label: int) -> list[Ban
     return cases
 
 
-def score_bank(judge: BankJudge, cases: Sequence[BankCase], pass_accuracy: float, progress: Callable[[], None] | None = None,
-               workers: int = 1) -> dict[str, Any]:
-    """Every case's verdict, per-label accuracy (a failed verdict counts as wrong), the confusion matrix (rows: bank
-    label, columns: the judge's labels and ``failed``) and whether every label reaches ``pass_accuracy``.
+def sample_per_label(cases: Sequence[BankCase], labels: Sequence[str], per_label: int | None, seed: int) -> list[BankCase]:
+    """At most ``per_label`` cases of each label, drawn with a fixed seed (the same cases on every rerun, so the
+    response cache serves what a stopped run already asked), kept in bank order; every case when None."""
+    if per_label is None:
+        return list(cases)
+    keep: set[str] = set()
+    for label in labels:
+        group = [c.id for c in cases if c.label == label]
+        keep.update(random.Random(f"{seed}:{label}").sample(group, min(per_label, len(group))))
+    return [c for c in cases if c.id in keep]
 
-    ``workers`` > 1 asks that many cases at once (a llama.cpp server with as many slots decodes them together)."""
 
-    def one(case: BankCase) -> dict[str, Any]:
-        said = judge.verdict(dict(case.inputs))
-        if said != FAILED and said not in judge.labels:
-            raise ValueError(f"{type(judge).__name__}.verdict returned {said!r}, not one of {judge.labels} or {FAILED!r}")
-        if progress:
-            progress()
-        return {"id": case.id, "source": case.source, "label": case.label, "verdict": said}
+def in_turn(cases: Sequence[BankCase], labels: Sequence[str]) -> list[BankCase]:
+    """The cases with the labels taken in turn (first of each label, then second, ...): a run stopped part-way
+    has judged about as many cases of every label."""
+    groups = [[c for c in cases if c.label == label] for label in labels]
+    return [group[i] for i in range(max(map(len, groups), default=0)) for group in groups if i < len(group)]
 
-    if workers <= 1:
-        verdicts = [one(case) for case in cases]
-    else:
-        with ThreadPoolExecutor(max_workers=workers) as pool:
-            verdicts = list(pool.map(one, cases))
-    columns = [*judge.labels, FAILED]
-    confusion = {label: {column: sum(v["label"] == label and v["verdict"] == column for v in verdicts) for column in columns} for label in judge.labels}
+
+def summarise(labels: Sequence[str], verdicts: Sequence[dict[str, Any]], pass_accuracy: float) -> dict[str, Any]:
+    """Per-label accuracy (a failed verdict counts as wrong), the confusion matrix (rows: bank label, columns: the
+    judge's labels and ``failed``) and whether every label reaches ``pass_accuracy``, from the verdicts so far."""
+    columns = [*labels, FAILED]
+    confusion = {label: {column: sum(v["label"] == label and v["verdict"] == column for v in verdicts) for column in columns} for label in labels}
     per_label = {}
-    for label in judge.labels:
+    for label in labels:
         n = sum(confusion[label].values())
         per_label[label] = {"n": n, "correct": confusion[label][label], "accuracy": confusion[label][label] / n if n else None}
     reached = all(cell["accuracy"] is not None and cell["accuracy"] >= pass_accuracy for cell in per_label.values())
     return {
-        "labels": list(judge.labels),
+        "labels": list(labels),
         "n": len(verdicts),
         "per_label": per_label,
         "confusion": confusion,
         "failed": sum(v["verdict"] == FAILED for v in verdicts),
         "pass_accuracy": pass_accuracy,
         "every_label_reaches_pass_accuracy": reached,
-        "verdicts": verdicts,
+        "verdicts": list(verdicts),
     }
+
+
+def score_bank(judge: BankJudge, cases: Sequence[BankCase], pass_accuracy: float,
+               progress: Callable[[dict[str, Any]], None] | None = None, workers: int = 1) -> dict[str, Any]:
+    """Every case's verdict and ``summarise`` of them. ``progress`` gets the summary so far after each verdict (a
+    stopped run keeps what it judged). ``workers`` > 1 asks that many cases at once (a llama.cpp server with as
+    many slots decodes them together)."""
+    verdicts: list[dict[str, Any]] = []
+    lock = Lock()
+
+    def one(case: BankCase) -> None:
+        said = judge.verdict(dict(case.inputs))
+        if said != FAILED and said not in judge.labels:
+            raise ValueError(f"{type(judge).__name__}.verdict returned {said!r}, not one of {judge.labels} or {FAILED!r}")
+        with lock:
+            verdicts.append({"id": case.id, "source": case.source, "label": case.label, "verdict": said})
+            if progress:
+                progress(summarise(judge.labels, verdicts, pass_accuracy))
+
+    if workers <= 1:
+        for case in cases:
+            one(case)
+    else:
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            list(pool.map(one, cases))
+    order = {case.id: n for n, case in enumerate(cases)}
+    return summarise(judge.labels, sorted(verdicts, key=lambda v: order[v["id"]]), pass_accuracy)
+
+
+def _companion(companion: str | None) -> str:
+    return companion or "none named (conf/judge_bank/<judge>.yaml companion)"
+
+
+def sample_sentence(record: dict[str, Any]) -> str:
+    """Which cases were judged: the whole bank, or a fixed-seed sample per label (with the bank's size per label)."""
+    sample, sizes = record.get("sample"), record.get("bank_cases_per_label")
+    if not sample:
+        said = "Every case of the bank"
+    else:
+        whole = f" of the bank's {', '.join(f'{label} {n}' for label, n in sizes.items())}" if sizes else ""
+        said = f"A sample of {sample['per_label']} cases per label (seed {sample['seed']}){whole}"
+    if record.get("complete", True):
+        return f"{said} judged.\n"
+    return (f"{said} planned; **the run stopped after {record['result']['n']} of its {record['cases_planned']} cases** "
+            "(labels taken in turn; the same command resumes it from the response cache).\n")
 
 
 def judge_markdown(name: str, record: dict[str, Any]) -> str:
@@ -118,7 +167,7 @@ def judge_markdown(name: str, record: dict[str, Any]) -> str:
     lines = [f"## {name}", "", f"{record['description']}", "",
              f"Bank: `{record['bank']}`; judge model `{record['judge_model_id']}`; made by `{record['command']}` "
              f"(code {record.get('code', '?')}, {record['finished_at'][:16]} UTC).", "",
-             "| label | bank cases | judged right | accuracy |", "|---|---|---|---|"]  # fmt: skip
+             sample_sentence(record), "| label | cases judged | judged right | accuracy |", "|---|---|---|---|"]  # fmt: skip
     for label in labels:
         cell = result["per_label"][label]
         accuracy = "n/a" if cell["accuracy"] is None else f"{cell['accuracy'] * 100:.1f}%"
@@ -128,7 +177,9 @@ def judge_markdown(name: str, record: dict[str, Any]) -> str:
               "| bank \\ judge | " + " | ".join(columns) + " |", "|---" * (len(columns) + 1) + "|"]  # fmt: skip
     for label in labels:
         lines.append(f"| {label} | " + " | ".join(str(result["confusion"][label][c]) for c in columns) + " |")
-    if result["every_label_reaches_pass_accuracy"]:
+    if not record.get("complete", True):
+        lines += ["", f"Not decided: the run stopped before every planned case was judged (pass accuracy {threshold:.0f}%)."]
+    elif result["every_label_reaches_pass_accuracy"]:
         lines += ["", f"Every label reaches {threshold:.0f}%: this judge may score published runs."]
     else:
         short = [f"{label} {result['per_label'][label]['accuracy'] * 100:.1f}%" for label in labels
@@ -138,17 +189,26 @@ def judge_markdown(name: str, record: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def judges_markdown(records: dict[str, dict[str, Any]]) -> str:
-    """results/tables/judges.md: every judge whose bank was run (results/bench/judge_banks/*.json), by name."""
+def judges_markdown(records: dict[str, dict[str, Any]], unmeasured: Mapping[str, str | None] | None = None) -> str:
+    """results/tables/judges.md: every judge whose bank was run (results/bench/judge_banks/*.json), by name, and
+    the ``unmeasured`` judges (a bank judge in conf/ with no such file: name -> its LLM-free companion or None),
+    listed as not measured. A judge that does not pass names its LLM-free companion metric."""
     head = ["# Judges checked against labelled banks", "",
             "Each judge's verdicts on its bank (data/judge_banks/<judge>.jsonl: development data and hand-written cases, "
             "never evaluation data), per label. A judge scores published runs only when every label reaches the "
             "pass accuracy. Regenerated by `python -m scripts.judge_banks [judge ...]` from results/bench/judge_banks/*.json "
             "(every verdict is there).", ""]  # fmt: skip
-    summary = ["| judge | labels (bank cases) | per-label accuracy | every label >= pass |", "|---|---|---|---|"]
+    summary = ["| judge | labels (cases judged) | per-label accuracy | every label >= pass | LLM-free companion to read instead |",
+               "|---|---|---|---|---|"]
     for name, record in sorted(records.items()):
         result = record["result"]
         sizes = ", ".join(f"{label} ({result['per_label'][label]['n']})" for label in result["labels"])
         accuracy = ", ".join(f"{label} {(result['per_label'][label]['accuracy'] or 0.0) * 100:.1f}%" for label in result["labels"])
-        summary.append(f"| {name} | {sizes} | {accuracy} | {'yes' if result['every_label_reaches_pass_accuracy'] else '**no**'} |")
+        verdict = "yes" if result["every_label_reaches_pass_accuracy"] else "**no**"
+        if not record.get("complete", True):
+            verdict = f"not decided: stopped after {result['n']} of {record['cases_planned']} cases"
+        companion = "-" if result["every_label_reaches_pass_accuracy"] and record.get("complete", True) else _companion(record.get("companion"))
+        summary.append(f"| {name} | {sizes} | {accuracy} | {verdict} | {companion} |")
+    summary += [f"| {name} | - | not measured (no results/bench/judge_banks/{name}.json) | **no** | {_companion(companion)} |"
+                for name, companion in sorted((unmeasured or {}).items())]  # fmt: skip
     return "\n".join(head + summary) + "\n\n" + "\n".join(judge_markdown(name, record) for name, record in sorted(records.items()))

@@ -1,4 +1,5 @@
-"""Write the labelled banks of the locomo_qa and conflict_contradiction judges (data/judge_banks/<judge>.jsonl).
+"""Write the labelled banks of every judge (data/judge_banks/<judge>.jsonl); HaluMem's five come from
+eval/benchmarks/halumem/judge_bank_cases.py (the development user's cases stored as recipes).
 
     python -m scripts.build_judge_banks
 
@@ -27,6 +28,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from eval.benchmarks.halumem.judge_bank_cases import bank_cases as halumem_bank_cases
 
 REPO = Path(__file__).resolve().parents[1]
 AUDIT = REPO / "data" / "locomo-audit"
@@ -121,7 +124,8 @@ def write(name: str, cases: list[dict[str, Any]]) -> Path:
 
 
 def main() -> int:
-    for name, cases in (("locomo_qa", locomo_cases()), ("conflict_contradiction", conflict_cases())):
+    banks = {"locomo_qa": locomo_cases(), "conflict_contradiction": conflict_cases(), **halumem_bank_cases()}
+    for name, cases in banks.items():
         labels = sorted({c["label"] for c in cases})
         print(write(name, cases), {label: sum(c["label"] == label for c in cases) for label in labels})
     return 0

@@ -95,8 +95,9 @@ class HaluMemBankJudge:
     labels: tuple[str, ...] = ()
 
     def __init__(self, llm: LLMClient, bank: str, halumem_file: str, dev_uuid: str, prompts: Mapping[str, Any] | None = None,
-                 max_tokens: int = 200, attempts: int = 2) -> None:
+                 max_tokens: int = 200, attempts: int = 2, companion: str | None = None) -> None:
         self.bank = bank
+        self.companion = companion  # the LLM-free metric to read where this judge fails (named in judges.md)
         self.judge = HaluMemJudge(llm, prompts, max_tokens=max_tokens, attempts=attempts)
         self.recipes = DevUserRecipes(halumem_file, dev_uuid)
 
@@ -142,6 +143,10 @@ class UpdateBankJudge(HaluMemBankJudge):
     """inputs: ``returned`` (list), ``target``, ``original`` (list); HaluMem's four update labels."""
 
     labels = UPDATE_LABELS
+
+    @property
+    def settings(self) -> dict[str, Any]:
+        return {"update_structure": self.judge.update_structure}
 
     def _ask(self, inputs: dict[str, Any]) -> Any:
         return self.judge.update(inputs["returned"], inputs["target"], inputs["original"])

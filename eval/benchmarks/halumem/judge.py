@@ -10,6 +10,12 @@ are split here so a small judge model answers one question per call (docs/halume
   original "effectively replaced or marked as outdated"; a complete update whose original is still current is
   ``Other`` (neither hallucinated nor omitted).
 
+The update judge has two structures (``update_structure`` in the prompts file): ``verdict`` (above: a reason, then
+a four-way verdict) and ``questions``: yes/no answers with no reason, each one question a small model can answer:
+is the new version there (``update_new``)? if so, is the original still stated as current (``update_old_current``:
+yes -> Other, no -> Correct)? if not, does a memory give the fact another value (``update_other_value``: yes ->
+Hallucination, no -> Omission)?
+
 Output is constrained by a JSON schema; output that still breaks it after the client's retries is a counted
 failure (``verdict=None``, excluded from the "(valid)" ratios), never a crash. An unreachable server still
 raises, so a run can resume later.
@@ -34,6 +40,8 @@ UPDATE_LABELS = ("Correct", "Hallucination", "Omission", "Other")
 QA_LABELS = ("Correct", "Hallucination", "Omission")
 UPDATE_CONTENT_VERDICTS = ("complete", "partial", "wrong", "missing")
 PROMPT_NAMES = ("integrity", "accuracy", "gold_fields", "update_content", "update_original", "qa")
+UPDATE_STRUCTURES = ("verdict", "questions")
+UPDATE_QUESTION_PROMPTS = ("update_new", "update_old_current", "update_other_value")  # the ``questions`` structure's
 # the prompts a run uses unless its config names others (conf/benchmark/halumem.yaml composes the same file)
 DEFAULT_PROMPTS_FILE = Path(__file__).resolve().parents[3] / "conf" / "halumem_judge" / "default.yaml"
 
@@ -51,6 +59,7 @@ GOLD_FIELDS_SCHEMA = _schema({"reason": _REASON, "in_gold_fields": {"type": "boo
 UPDATE_CONTENT_SCHEMA = _schema({"reason": _REASON, "verdict": {"type": "string", "enum": list(UPDATE_CONTENT_VERDICTS)}})
 UPDATE_ORIGINAL_SCHEMA = _schema({"reason": _REASON, "original_current": {"type": "boolean"}})
 QA_SCHEMA = _schema({"reason": _REASON, "label": {"type": "string", "enum": list(QA_LABELS)}})
+YES_NO_SCHEMA = _schema({"answer": {"type": "string", "enum": ["yes", "no"]}})  # no reason: a few output tokens
 
 # update_content verdict -> HaluMem label (``complete`` waits for the second question)
 _CONTENT_TO_LABEL = {"partial": "Omission", "missing": "Omission", "wrong": "Hallucination"}
@@ -67,16 +76,31 @@ class JudgePrompt:
         return [{"role": "system", "content": self.system}, {"role": "user", "content": self.user.format(**fields)}]
 
 
-def load_prompts(raw: Mapping[str, Any] | None = None, where: str = "benchmark.judge_prompts") -> dict[str, JudgePrompt]:
-    """The six prompts from a config mapping (``raw``), or from conf/halumem_judge/default.yaml when None.
-    A missing prompt or field is a ValueError naming ``where`` and the key."""
+def _prompts_mapping(raw: Mapping[str, Any] | None, where: str) -> tuple[Mapping[str, Any], str]:
     if raw is None:
-        raw = OmegaConf.to_container(OmegaConf.load(DEFAULT_PROMPTS_FILE), resolve=True)  # type: ignore[assignment]
-        where = str(DEFAULT_PROMPTS_FILE)
-    elif not isinstance(raw, Mapping):
+        return OmegaConf.to_container(OmegaConf.load(DEFAULT_PROMPTS_FILE), resolve=True), str(DEFAULT_PROMPTS_FILE)  # type: ignore[return-value]
+    if not isinstance(raw, Mapping):
         raw = OmegaConf.to_container(raw, resolve=True)  # type: ignore[arg-type]
+    return raw or {}, where
+
+
+def update_structure(raw: Mapping[str, Any] | None = None, where: str = "benchmark.judge_prompts") -> str:
+    """The update judge's structure named by the prompts file (``verdict`` when it names none)."""
+    raw, where = _prompts_mapping(raw, where)
+    structure = raw.get("update_structure", "verdict")
+    if structure not in UPDATE_STRUCTURES:
+        raise ValueError(f"{where}.update_structure: {structure!r} is not one of {list(UPDATE_STRUCTURES)}")
+    return structure
+
+
+def load_prompts(raw: Mapping[str, Any] | None = None, where: str = "benchmark.judge_prompts") -> dict[str, JudgePrompt]:
+    """The six prompts from a config mapping (``raw``), or from conf/halumem_judge/default.yaml when None, plus the
+    three of the ``questions`` update structure when it is chosen.
+    A missing prompt or field is a ValueError naming ``where`` and the key."""
+    structure = update_structure(raw, where)
+    raw, where = _prompts_mapping(raw, where)
     out = {}
-    for name in PROMPT_NAMES:
+    for name in PROMPT_NAMES + (UPDATE_QUESTION_PROMPTS if structure == "questions" else ()):
         entry = (raw or {}).get(name)
         if not isinstance(entry, Mapping) or not isinstance(entry.get("system"), str) or not isinstance(entry.get("user"), str):
             raise ValueError(f"{where}.{name}: needs a 'system' and a 'user' string (see conf/halumem_judge/default.yaml)")
@@ -104,6 +128,7 @@ class HaluMemJudge:
     def __init__(self, llm: LLMClient, prompts: Mapping[str, Any] | None = None, max_tokens: int = 200, attempts: int = 2) -> None:
         self.llm = llm
         self.prompts = load_prompts(prompts)
+        self.update_structure = update_structure(prompts)
         self.max_tokens = max_tokens
         self.attempts = attempts
 
@@ -122,6 +147,9 @@ class HaluMemJudge:
 
     def update_original_messages(self, returned: list[str], target: str, original: list[str]) -> list[dict[str, str]]:
         return self.prompts["update_original"].messages(returned=_bullets(returned), target=target, original=_bullets(original))
+
+    def update_question_messages(self, name: str, returned: list[str], target: str, original: list[str]) -> list[dict[str, str]]:
+        return self.prompts[name].messages(returned=_bullets(returned), target=target, original=_bullets(original))
 
     def qa_messages(self, question: str, reference: str, key_points: list[str], response: str) -> list[dict[str, str]]:
         return self.prompts["qa"].messages(question=question, reference=reference, key_points=_bullets(key_points), response=response)
@@ -167,8 +195,31 @@ class HaluMemJudge:
         """Whether every field of the candidate is a gold field (HaluMem's is_included_in_golden_memories)."""
         return self._flag(self.gold_fields_messages(gold_points, candidate), GOLD_FIELDS_SCHEMA, "in_gold_fields")
 
+    def _yes(self, name: str, returned: list[str], target: str, original: list[str]) -> Verdict:
+        out = self._ask(self.update_question_messages(name, returned, target, original), YES_NO_SCHEMA)
+        if isinstance(out, str):
+            return Verdict(None, failure=out)
+        answer = out.get("answer")
+        if answer not in ("yes", "no"):
+            return Verdict(None, failure=f"bad {name} answer: {str(out)[:200]}")
+        return Verdict(answer == "yes")
+
+    def _update_by_questions(self, returned: list[str], target: str, original: list[str]) -> Verdict:
+        new = self._yes("update_new", returned, target, original)
+        if new.value is None:
+            return new
+        second = "update_old_current" if new.value else "update_other_value"
+        then = self._yes(second, returned, target, original)
+        extra = {"update_new": new.value, second: then.value}
+        if then.value is None:
+            return Verdict(None, failure=then.failure, extra=extra)
+        label = ("Other" if then.value else "Correct") if new.value else ("Hallucination" if then.value else "Omission")
+        return Verdict(label, extra=extra)
+
     def update(self, returned: list[str], target: str, original: list[str]) -> Verdict:
         """Correct / Hallucination / Omission / Other from one or two questions (module docstring)."""
+        if self.update_structure == "questions":
+            return self._update_by_questions(returned, target, original)
         out = self._ask(self.update_content_messages(returned, target, original), UPDATE_CONTENT_SCHEMA)
         if isinstance(out, str):
             return Verdict(None, failure=out)

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from eval.judge_bank import FAILED, BankCase, BankError, judges_markdown, load_bank, score_bank
+from eval.judge_bank import FAILED, BankCase, BankError, in_turn, judges_markdown, load_bank, sample_per_label, score_bank
 from tests.conftest import REPO
 from tests.fakes import FakeLLM
 from tests.script_loader import load_script
@@ -81,6 +81,65 @@ def test_the_command_runs_a_bank_judge_it_does_not_know_and_writes_json_and_tabl
     record = json.loads((out / "locomo_qa.json").read_text())
     assert record["result"]["per_label"]["B"] == {"n": 4, "correct": 3, "accuracy": 0.75} and record["command"].startswith("python -m scripts.judge_banks locomo_qa")
     assert len(record["result"]["verdicts"]) == 8 and "## locomo_qa" in table.read_text()
+
+
+def test_a_sample_per_label_is_the_same_on_every_rerun_and_holds_n_of_each_label():
+    cases = [BankCase(f"c{x}", "-", "A" if x % 3 else "B", {"x": x}) for x in range(30)]
+    first = sample_per_label(cases, ("A", "B"), 4, seed=0)
+    assert [c.label for c in first].count("A") == 4 and [c.label for c in first].count("B") == 4
+    assert first == sample_per_label(cases, ("A", "B"), 4, seed=0) and first != sample_per_label(cases, ("A", "B"), 4, seed=1)
+    assert [c.id for c in first] == sorted((c.id for c in first), key=lambda i: int(i[1:]))  # bank order kept
+    assert sample_per_label(cases, ("A", "B"), None, seed=0) == cases and len(sample_per_label(cases, ("A", "B"), 50, seed=0)) == 30
+
+
+class AskingJudge(ParityJudge):
+    """ParityJudge that asks its LLM first, so the test sees which requests a run makes."""
+
+    def verdict(self, inputs: dict[str, Any]) -> str:
+        self.llm.chat([{"role": "user", "content": f"x={inputs['x']}"}])
+        return super().verdict(inputs)
+
+
+def test_per_label_runs_a_fixed_sample_asks_the_same_requests_again_and_the_table_names_unmeasured_judges(tmp_path):
+    """A rerun asks exactly the requests of the first run, so the response cache (keyed by the whole request) serves
+    a stopped run's verdicts; every judge of conf/judge_bank/ without a result file is listed as not measured."""
+    bank = _write(tmp_path / "bank.jsonl", [_case(x, "A" if x % 2 == 0 else "B", x=x) for x in range(20)])
+    out, table = tmp_path / "out", tmp_path / "judges.md"
+    script = load_script("judge_banks")
+    asked = []
+    for _ in range(2):
+        args = ["locomo_qa", "--per-label", "3", "judge_bank._target_=tests.unit.eval.test_judge_bank.AskingJudge", "~judge_bank.judge",
+                f"judge_bank.bank={bank}", "min_cases_per_label=4", f"out_dir={out}", f"table={table}", "workers=1",
+                "judge.llm={_target_:tests.fakes.FakeLLM,responder:{_target_:tests.unit.eval.test_judge_bank.echo,_partial_:true}}"]  # fmt: skip
+        assert script.main(args) == 0
+        record = json.loads((out / "locomo_qa.json").read_text())
+        asked.append([v["id"] for v in record["result"]["verdicts"]])
+    assert asked[0] == asked[1] and len(asked[0]) == 6
+    assert record["sample"] == {"per_label": 3, "seed": 0} and record["bank_cases_per_label"] == {"A": 10, "B": 10}
+    text = table.read_text()
+    assert "A sample of 3 cases per label (seed 0) of the bank's A 10, B 10 judged." in text
+    assert "| halumem_accuracy | - | not measured (no results/bench/judge_banks/halumem_accuracy.json) | **no** | none named (conf/judge_bank/<judge>.yaml companion) |" in text
+    assert "| halumem_update | - | not measured (no results/bench/judge_banks/halumem_update.json) | **no** | \"Update: new version ranked above" in text
+    with pytest.raises(SystemExit, match="--per-label needs a whole number"):
+        script.main(["locomo_qa", "--per-label", "all"])
+
+
+def test_a_stopped_run_keeps_its_verdicts_with_labels_in_turn_and_the_table_marks_it_not_decided(tmp_path):
+    cases = [BankCase(f"a{x}", "-", "A", {"x": 2 * x}) for x in range(4)] + [BankCase(f"b{x}", "-", "B", {"x": 2 * x + 1}) for x in range(4)]
+    ordered = in_turn(cases, ("A", "B"))
+    assert [c.id for c in ordered[:4]] == ["a0", "b0", "a1", "b1"]
+    seen: list[dict[str, Any]] = []
+    score_bank(ParityJudge(), ordered, pass_accuracy=0.5, progress=seen.append)
+    assert [r["n"] for r in seen] == list(range(1, 9)) and seen[1]["per_label"]["B"] == {"n": 1, "correct": 1, "accuracy": 1.0}
+    record = {"result": seen[1], "description": "d", "bank": "b", "judge_model_id": "m", "command": "c", "finished_at": "2026-01-01T00:00",
+              "complete": False, "cases_planned": 8, "sample": None}  # fmt: skip
+    table = judges_markdown({"parity": record})
+    assert "| parity | A (1), B (1) | A 100.0%, B 100.0% | not decided: stopped after 2 of 8 cases | none named (conf/judge_bank/<judge>.yaml companion) |" in table
+    assert "**the run stopped after 2 of its 8 cases**" in table and "may score published runs" not in table
+
+
+def echo(messages: list[dict[str, str]], schema: Any) -> str:
+    return messages[-1]["content"]
 
 
 def test_locomo_qa_bank_judge_asks_the_run_judge(tmp_path):

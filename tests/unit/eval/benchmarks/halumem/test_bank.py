@@ -11,12 +11,12 @@ from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 
 from eval.benchmarks.halumem.bank import DevUserRecipes
-from eval.benchmarks.halumem.judge import ACCURACY_SCHEMA, GOLD_FIELDS_SCHEMA, INTEGRITY_SCHEMA, QA_SCHEMA, UPDATE_CONTENT_SCHEMA
+from eval.benchmarks.halumem.judge import ACCURACY_SCHEMA, GOLD_FIELDS_SCHEMA, INTEGRITY_SCHEMA, QA_SCHEMA, UPDATE_CONTENT_SCHEMA, YES_NO_SCHEMA
 from tests.fakes import FakeLLM
 
 REPO = Path(__file__).resolve().parents[5]
-JUDGES = ("halumem_integrity", "halumem_accuracy", "halumem_gold_fields", "halumem_update", "halumem_qa")
-FIRST_SCHEMA = {"halumem_integrity": INTEGRITY_SCHEMA, "halumem_accuracy": ACCURACY_SCHEMA, "halumem_gold_fields": GOLD_FIELDS_SCHEMA,
+JUDGES = ("halumem_integrity", "halumem_accuracy", "halumem_gold_fields", "halumem_update", "halumem_update_questions", "halumem_qa")
+FIRST_SCHEMA = {"halumem_update_questions": YES_NO_SCHEMA, "halumem_integrity": INTEGRITY_SCHEMA, "halumem_accuracy": ACCURACY_SCHEMA, "halumem_gold_fields": GOLD_FIELDS_SCHEMA,
                 "halumem_update": UPDATE_CONTENT_SCHEMA, "halumem_qa": QA_SCHEMA}
 
 
@@ -26,7 +26,8 @@ def _bank_cfg(name: str):
 
 
 def _cases(name: str) -> list[dict]:
-    return [json.loads(line) for line in (REPO / "data" / "judge_banks" / f"{name}.jsonl").read_text(encoding="utf-8").splitlines()]
+    bank = REPO / str(_bank_cfg(name).bank)  # halumem_update_questions shares halumem_update's bank
+    return [json.loads(line) for line in bank.read_text(encoding="utf-8").splitlines()]
 
 
 @pytest.mark.parametrize("name", JUDGES)
@@ -61,3 +62,14 @@ def test_a_bank_judge_asks_the_benchmark_judge_and_maps_a_broken_reply_to_failed
     judge = instantiate(_bank_cfg(name), llm=llm)
     assert judge.verdict(case["inputs"]) == "failed"
     assert llm.requests[0]["schema"] is FIRST_SCHEMA[name]
+
+
+def test_the_committed_banks_are_what_their_builder_writes():
+    """data/judge_banks/halumem_*.jsonl are eval/benchmarks/halumem/judge_bank_cases.py's output (needs the dev user's file)."""
+    from eval.benchmarks.halumem.judge_bank_cases import DEV_FILE, bank_cases
+
+    if not (REPO / DEV_FILE).is_file():
+        pytest.skip(f"{DEV_FILE} not downloaded (python -m scripts.download_data)")
+    built = bank_cases(str(REPO / DEV_FILE))
+    for name in ("halumem_integrity", "halumem_accuracy", "halumem_gold_fields", "halumem_update", "halumem_qa"):
+        assert built[name] == _cases(name), name

@@ -255,6 +255,52 @@ def test_update_correct_needs_the_original_replaced_or_marked_outdated(content, 
         assert llm.requests[1]["schema"] is UPDATE_ORIGINAL_SCHEMA
 
 
+def _questions_judge(llm):
+    from hydra import compose, initialize_config_dir
+
+    with initialize_config_dir(config_dir=str(Path(__file__).resolve().parents[5] / "conf"), version_base=None):
+        prompts = compose("halumem_judge/update_questions").halumem_judge
+    return HaluMemJudge(llm, prompts)
+
+
+@pytest.mark.parametrize(
+    ("answers", "label", "asked"),
+    [({"update_new": "yes", "update_old_current": "no"}, "Correct", ["update_new", "update_old_current"]),
+     ({"update_new": "yes", "update_old_current": "yes"}, "Other", ["update_new", "update_old_current"]),
+     ({"update_new": "no", "update_other_value": "yes"}, "Hallucination", ["update_new", "update_other_value"]),
+     ({"update_new": "no", "update_other_value": "no"}, "Omission", ["update_new", "update_other_value"])],
+)
+def test_update_questions_structure_asks_yes_no_questions_and_routes_them_to_halumems_labels(answers, label, asked):
+    """conf/halumem_judge/update_questions.yaml: the same four labels from two reason-free yes/no questions."""
+    from eval.benchmarks.halumem.judge import YES_NO_SCHEMA
+
+    systems = {}
+
+    def responder(messages, schema):
+        name = next(n for n in answers if systems[n] == messages[0]["content"])
+        return {"answer": answers[name]}
+
+    llm = FakeLLM(responder)
+    judge = _questions_judge(llm)
+    systems.update({n: judge.prompts[n].system for n in ("update_new", "update_old_current", "update_other_value")})
+    verdict = judge.update(["Lena lives in Munich."], "Lena moved from Berlin to Munich.", ["Lena lives in Berlin."])
+    assert verdict.value == label and [r["schema"] for r in llm.requests] == [YES_NO_SCHEMA, YES_NO_SCHEMA]
+    assert [next(n for n, text in systems.items() if text == r["messages"][0]["content"]) for r in llm.requests] == asked
+    assert "Lena lives in Berlin." in llm.requests[0]["messages"][1]["content"]
+
+
+def test_update_structure_is_named_by_the_prompts_file_and_a_wrong_one_is_refused():
+    from eval.benchmarks.halumem.judge import load_prompts, update_structure
+
+    assert HaluMemJudge(FakeLLM(lambda m, s: {})).update_structure == "verdict"  # conf/halumem_judge/default.yaml
+    raw = {name: {"system": "s", "user": "u"} for name in ("integrity", "accuracy", "gold_fields", "update_content", "update_original", "qa")}
+    with pytest.raises(ValueError, match=r"benchmark.judge_prompts.update_structure: 'vote'"):
+        update_structure({**raw, "update_structure": "vote"})
+    with pytest.raises(ValueError, match="benchmark.judge_prompts.update_new"):
+        load_prompts({**raw, "update_structure": "questions"})
+    assert _questions_judge(FakeLLM(lambda m, s: {})).update_structure == "questions"
+
+
 def test_accuracy_and_gold_fields_are_two_questions_so_one_cannot_mirror_the_other():
     """HaluMem's accuracy prompt asks for the score and is_included_in_golden_memories in one reply; a small judge
     copied one into the other. Each is now its own call, and the field question carries no dialogue."""

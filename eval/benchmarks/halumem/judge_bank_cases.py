@@ -1,33 +1,21 @@
-"""Write HaluMem's judge banks (data/judge_banks/halumem_*.jsonl) and measure a judge on them.
-
-    python -m scripts.halumem_judge_banks make                 # rewrite the five bank files (deterministic)
-    python -m scripts.halumem_judge_banks check [judge ...]    # per-label accuracy with the local judge model
+"""The cases of HaluMem's judge banks (data/judge_banks/halumem_*.jsonl), written by ``python -m scripts.build_judge_banks``.
 
 Cases come from two sources, and each says which: HaluMem-Medium user 0 (the development user; stored as recipes,
-resolved from data/halumem-pilot/ at load time, eval/benchmarks/halumem/bank.py, because the data may not be
+resolved from data/halumem-pilot/ at load time by eval/benchmarks/halumem/bank.py, because the data may not be
 committed) and the hand-written facts below (invented people, stored as text). Labels follow from how a case is
 built (docs/halumem.md, "Judge banks", says which construction gives which label and where that can be wrong).
-Never the evaluation user. ``check`` is this module's own measurement until the shared bank command
-(``scripts.judge_banks``) takes the same conf/judge_bank/ files.
+Never the evaluation user. ``python -m scripts.judge_banks halumem_<judge>`` measures a judge on its bank.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
 import random
 import re
-import sys
-import time
-from collections import Counter
-from pathlib import Path
 from typing import Any, Iterator
 
 from eval.benchmarks.halumem.data import load_halumem_jsonl
 
-DEV_FILE = "data/halumem-pilot/halumem_medium_user0.jsonl"
-BANK_DIR = Path("data/judge_banks")
+DEV_FILE = "data/halumem-pilot/halumem_medium_user0.jsonl"  # HaluMem-Medium user 0, the development user
 JUDGES = ("halumem_integrity", "halumem_accuracy", "halumem_gold_fields", "halumem_update", "halumem_qa")
 PER_LABEL = 45  # each label gets at least this many cases where the sources allow (>= 40 required)
 DIALOGUE_CHARS = 1500  # bank dialogues are the session's first lines, to keep a case cheap to ask
@@ -256,72 +244,13 @@ BUILDERS = {"halumem_integrity": integrity_cases, "halumem_accuracy": accuracy_c
             "halumem_update": update_cases, "halumem_qa": qa_cases}
 
 
-def make(dev_file: str = DEV_FILE) -> dict[str, Counter]:
+def bank_cases(dev_file: str = DEV_FILE) -> dict[str, list[dict[str, Any]]]:
+    """Every HaluMem bank's cases (judge name -> cases), the same on every call (seeded per judge)."""
     user = load_halumem_jsonl(dev_file)[0]
-    counts = {}
+    out = {}
     for judge, build in BUILDERS.items():
         cases = list(build(user, random.Random(f"{SEED}:{judge}")))
-        assert len({c["id"] for c in cases}) == len(cases), f"{judge}: duplicate ids"
-        (BANK_DIR / f"{judge}.jsonl").write_text("".join(json.dumps(c, ensure_ascii=False) + "\n" for c in cases), encoding="utf-8")
-        counts[judge] = Counter(c["label"] for c in cases)
-    return counts
-
-
-# ----------------------------------------------------------------------------- measuring
-def check(judges: list[str], limit_per_label: int | None, log: Path) -> dict[str, Any]:
-    """Each judge on its bank with the local judge model (conf/judge/local.yaml, the LLM cache under cache_dir)."""
-    from hydra import compose, initialize_config_dir
-    from hydra.utils import instantiate
-
-    cache_dir = os.environ.get("MOSAIC_CACHE_DIR", str(Path(".cache").resolve()))  # conf's default needs a Hydra run
-    with initialize_config_dir(config_dir=str(Path("conf").resolve()), version_base=None):
-        cfg = compose("config", overrides=["judge=local", f"cache_dir={cache_dir}"])
-    client = instantiate(cfg.judge.llm)
-    out = {}
-    with log.open("a", encoding="utf-8") as progress:
-        for name in judges:
-            with initialize_config_dir(config_dir=str(Path("conf").resolve()), version_base=None):
-                bank_cfg = compose(f"judge_bank/{name}").judge_bank
-            judge = instantiate(bank_cfg, llm=client)
-            cases = [json.loads(line) for line in Path(bank_cfg.bank).read_text(encoding="utf-8").splitlines() if line.strip()]
-            by_label = [[c for c in cases if c["label"] == label] for label in judge.labels]
-            if limit_per_label:  # evenly spaced through the bank, so both sources (user 0, hand-written) are in
-                by_label = [group[:: max(1, len(group) // limit_per_label)][:limit_per_label] for group in by_label]
-            # labels taken in turn, so a run stopped early still has every label
-            cases = [group[i] for i in range(max(map(len, by_label))) for group in by_label if i < len(group)]
-            confusion: Counter = Counter()
-            start = time.time()
-            for n, case in enumerate(cases, 1):
-                got = judge.verdict(case["inputs"])
-                confusion[(case["label"], got)] += 1
-                print(f"{name} {n}/{len(cases)} {case['id']} gold={case['label']} got={got} {time.time() - start:.0f}s", file=progress, flush=True)
-            per_label = {label: {"n": sum(v for (g, _), v in confusion.items() if g == label),
-                                 "accuracy": confusion[(label, label)] / max(1, sum(v for (g, _), v in confusion.items() if g == label))}
-                         for label in judge.labels}  # fmt: skip
-            out[name] = {"per_label": per_label, "confusion": {f"{g} -> {p}": v for (g, p), v in sorted(confusion.items())}}
-            print(json.dumps({name: out[name]}, indent=1), flush=True)
+        if len({c["id"] for c in cases}) != len(cases):
+            raise ValueError(f"{judge}: two bank cases share an id; give the builder's ids another part")
+        out[judge] = cases
     return out
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("make")
-    chk = sub.add_parser("check")
-    chk.add_argument("judges", nargs="*", default=list(JUDGES))
-    chk.add_argument("--limit-per-label", type=int, default=None, help="only N cases of each label, evenly spaced through the bank")
-    chk.add_argument("--log", type=Path, default=Path("halumem_judge_banks.log"))
-    chk.add_argument("--out", type=Path, default=None, help="write the results as JSON here")
-    args = parser.parse_args(argv)
-    if args.command == "make":
-        for judge, counts in make().items():
-            print(judge, dict(counts))
-        return 0
-    result = check(args.judges, args.limit_per_label, args.log)
-    if args.out:
-        args.out.write_text(json.dumps(result, indent=1), encoding="utf-8")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
