@@ -248,7 +248,7 @@ def main(argv: list[str] | None = None) -> str:
     parser.add_argument("--conflict-cases", type=int, default=82, help="cases of the conflict suite of Table 3")
     parser.add_argument("--total-tps", type=float, default=11527.14)
     parser.add_argument("--total-tps-high", type=float, default=32416.84)
-    parser.add_argument("--model", default="Qwen/Qwen3.5-9B (BF16)")
+    parser.add_argument("--model", default="Qwen/Qwen3.5-9B")
     parser.add_argument("--gpu", default="one NVIDIA H100 80GB HBM3")
     parser.add_argument("--source", default="GPUStack Performance Lab, 'Optimizing Qwen3.5-9B Throughput' "
                         "(https://docs.gpustack.ai/latest/performance-lab/qwen3.5-9b/h100)")  # fmt: skip
