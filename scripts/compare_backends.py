@@ -14,6 +14,7 @@ the command that measures them. No LLM call without ``--run``.
 from __future__ import annotations
 
 import argparse
+import json
 import shlex
 import subprocess
 import sys
@@ -79,7 +80,9 @@ def cost_line(run: Path) -> dict[str, Any]:
     """What a run cost: LLM calls, tokens and seconds over all its invocations, as metrics.json records them."""
     meta = read_metrics(run / "metrics.json")["metadata"]
     usage = meta.get("llm_usage") or {}
-    seconds = sum(float(i.get("wall_s") or 0) for i in meta.get("invocations") or []) or meta.get("wall_s_this_invocation")
+    provenance = run / "provenance.json"  # one record per invocation (a resumed run has several)
+    invocations = json.loads(provenance.read_text()).get("invocations") or [] if provenance.is_file() else []
+    seconds = sum(float(i.get("wall_s") or 0) for i in invocations) or meta.get("wall_s_this_invocation")
     return {"model": meta.get("llm_model_id"), "calls": usage.get("calls"), "cached_calls": usage.get("cached_calls"),
             "prompt_tokens": usage.get("prompt_tokens"), "completion_tokens": usage.get("completion_tokens"),
             "wall_s": seconds, "code": (meta.get("git_sha") or "")[:7], "dirty": meta.get("git_dirty")}  # fmt: skip
@@ -139,7 +142,7 @@ def main(argv: list[str] | None = None) -> str:
             target, found = run_folder(overrides, args.results_dir)
             if found is None and args.run:
                 print(f"running {row} / {name}: python run.py {' '.join(overrides)}", flush=True)
-                done = subprocess.run([sys.executable, "run.py", *overrides], check=False)
+                done = subprocess.run([sys.executable, str(REPO / "run.py"), *overrides], check=False)
                 found = target if (target / "metrics.json").is_file() else None
                 if found is None:
                     print(f"{row} / {name}: run.py exited {done.returncode} without metrics.json", file=sys.stderr)
