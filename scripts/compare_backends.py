@@ -18,11 +18,10 @@ import json
 import shlex
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
-from scripts.compare_runs import compare, markdown
-from eval.mechanism_counts import mechanism_markdown, mechanisms
 from eval.runner import read_metrics
 
 # the two local models (conf/llm); the first is the base every other backend is paired with
@@ -88,6 +87,16 @@ def cost_line(run: Path) -> dict[str, Any]:
             "wall_s": seconds, "code": (meta.get("git_sha") or "")[:7], "dirty": meta.get("git_dirty")}  # fmt: skip
 
 
+def compare_runs(base: Path, others: list[Path]) -> str:
+    """``python -m scripts.compare_runs BASE OTHERS...``'s table (paired differences, cost per turn, MOSAIC's mechanism
+    counts), run as the command it is: commands share code through eval/, never by importing one another."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "compare.json"
+        cmd = [sys.executable, "-m", "scripts.compare_runs", str(base), *map(str, others), "--out", str(out)]
+        subprocess.run(cmd, check=True, capture_output=True, text=True)
+        return out.with_suffix(".md").read_text(encoding="utf-8").strip()
+
+
 def render(cells: dict[str, dict[str, tuple[Path, Path | None]]], backends: dict[str, str], rows: dict[str, str],
            command: str) -> str:  # fmt: skip
     names = list(backends)
@@ -111,11 +120,7 @@ def render(cells: dict[str, dict[str, tuple[Path, Path | None]]], backends: dict
                          f"{c['wall_s'] or 0:,.0f} | {c['code']}{' dirty' if c['dirty'] else ''} |")  # fmt: skip
         lines.append("")
         if names[0] in found and len(found) > 1:
-            result = compare(found[names[0]], [found[n] for n in names[1:] if n in found])
-            lines += [markdown(result), ""]
-            counts = {f"{n}: {found[n]}": m for n in found if (m := mechanisms(found[n])) is not None}
-            if counts:
-                lines += ["Mechanism counts (MOSAIC):", "", mechanism_markdown(counts), ""]
+            lines += [compare_runs(found[names[0]], [found[n] for n in names[1:] if n in found]), ""]
         elif len(found) == 1:
             lines += ["One backend only: no paired difference yet.", ""]
         else:
