@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from core.atomic import write_text_atomic
+
 PUBLISHED = Path("results/published")
 READ_PURPOSES = ("answer", "judge")  # per question; every other purpose is the system's own write path
 
@@ -266,9 +268,8 @@ def main(argv: list[str] | None = None) -> str:
     totals = project(rates, locomo, halumem, args.conflict_cases, locomo[0] / len(samples))
     text = render(args, rates, totals, locomo, halumem)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(text, encoding="utf-8")
-    print(text)
-    print(args.out)
+    write_text_atomic(args.out, text)  # a table is replaced whole or not at all
+    print(f"{text}\n{args.out}")
     return text
 
 

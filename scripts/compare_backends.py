@@ -22,6 +22,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from core.atomic import write_text_atomic
 from eval.runner import read_metrics
 
 # the two local models (conf/llm); the first is the base every other backend is paired with
@@ -155,9 +156,9 @@ def main(argv: list[str] | None = None) -> str:
     command = "python -m scripts.compare_backends" + (" " + " ".join(shlex.quote(a) for a in argv) if argv else "")
     text = render(cells, backends, rows, command)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(text, encoding="utf-8")
-    print(text)
-    print(args.out)
+    write_text_atomic(args.out, text)  # a table is replaced whole or not at all
+    measured = sum(found is not None for row in cells.values() for _, found in row.values())
+    print(text, f"{measured} of {len(rows) * len(backends)} cells measured: {args.out}", sep="\n")
     return text
 
 
