@@ -158,8 +158,37 @@ def project(rates: dict[str, dict[str, Any]], locomo: tuple[int, int], halumem: 
     return out
 
 
-def _minutes(tokens: float | None, tps: float) -> str:
-    return "" if tokens is None else f"{tokens / tps / 60:,.1f}"
+@dataclass(frozen=True)
+class ServedRun:
+    """One published serving benchmark: prompt and completion tokens it processed and how long it took."""
+
+    name: str
+    prompt: float
+    completion: float
+    seconds: float
+
+    @classmethod
+    def parse(cls, text: str) -> "ServedRun":
+        name, prompt, completion, seconds = text.rsplit(":", 3)
+        return cls(name, float(prompt), float(completion), float(seconds))
+
+
+def seconds_per_token(a: ServedRun, b: ServedRun) -> tuple[float, float]:
+    """(seconds per prompt token, seconds per completion token) that make both saturated runs take their time:
+    a.prompt*x + a.completion*y = a.seconds, and the same for b (two equations, Cramer's rule). Two runs of one
+    server with different prompt:completion mixes separate what reading and writing a token cost."""
+    det = a.prompt * b.completion - a.completion * b.prompt
+    if det == 0:
+        raise ValueError(f"{a.name} and {b.name} mix prompt and completion tokens alike: the two costs cannot be told apart")
+    x = (a.seconds * b.completion - a.completion * b.seconds) / det
+    y = (a.prompt * b.seconds - a.seconds * b.prompt) / det
+    if x <= 0 or y <= 0:
+        raise ValueError(f"{a.name} and {b.name} give a per-token cost <= 0 ({x}, {y}): choose two other runs")
+    return x, y
+
+
+def _minutes(tokens: Rate | None, cost: tuple[float, float]) -> str:
+    return "" if tokens is None else f"{(tokens.prompt * cost[0] + tokens.completion * cost[1]) / 60:,.1f}"
 
 
 def _m(tokens: float | None) -> str:
@@ -173,9 +202,13 @@ def render(args: argparse.Namespace, rates: dict[str, dict[str, Any]], totals: d
         "",
         f"Written by `python -m research.gpu_projection {' '.join(args.argv)}`".rstrip() + " (no LLM call).",
         "",
-        f"**Throughput cited**: {args.total_tps:,.0f} total tokens/s (prompt + completion) and, optimistic, "
-        f"{args.total_tps_high:,.0f}, for {args.model} on {args.gpu} with vLLM, from {args.source} "
-        f"(retrieved {args.retrieved}; {args.source_note}).",
+        f"**Throughput cited**: {args.model} on {args.gpu}, {args.server}, from {args.source} ({args.dated}). Two of its "
+        "saturated runs (baseline server settings): "
+        + "; ".join(f"{r.name}: {r.prompt:,.0f} prompt + {r.completion:,.0f} completion tokens in {r.seconds:.2f} s"
+                    for r in args.cited)  # fmt: skip
+        + f". Solved for a cost per token of each kind: {1 / args.cost[0]:,.0f} prompt tokens/s and "
+        f"{1 / args.cost[1]:,.0f} completion tokens/s; a cell's minutes are its prompt tokens / the first plus its "
+        "completion tokens / the second.",
         "",
         "## Measured tokens per unit (Qwen2.5-Coder-1.5B-Instruct Q4_K_M on llama.cpp, its tokenizer and its reply lengths)",
         "",
@@ -189,7 +222,7 @@ def render(args: argparse.Namespace, rates: dict[str, dict[str, Any]], totals: d
     users, messages, h_questions = halumem
     lines += [
         "",
-        f"## Full tables: millions of tokens, and minutes at {args.total_tps:,.0f} / {args.total_tps_high:,.0f} tokens/s",
+        "## Full tables: millions of tokens (prompt + completion), and projected minutes on that GPU",
         "",
         f"LoCoMo: {locomo[0]:,} turns, {locomo[1]:,} scored questions (categories 1-4 of data/locomo10.json). "
         f"HaluMem: {args.halumem} ({users} user(s), {messages:,} dialogue messages, {h_questions:,} questions); the whole "
@@ -199,23 +232,23 @@ def render(args: argparse.Namespace, rates: dict[str, dict[str, Any]], totals: d
         "| system | LoCoMo M tokens | LoCoMo minutes | HaluMem M tokens | HaluMem minutes | conflict M tokens | conflict minutes |",
         "|---|---|---|---|---|---|---|",
     ]
-    grand = 0.0
+    grand = Rate(0, 0)
     for system, t in totals.items():
         cells = []
         for bench in ("locomo", "halumem", "conflict"):
-            tok = None if t[bench] is None else t[bench].total
-            grand += tok or 0.0
-            minutes = "" if tok is None else f"{_minutes(tok, args.total_tps)} / {_minutes(tok, args.total_tps_high)}"
-            cells += [_m(tok), minutes]
+            tokens = t[bench]
+            grand = grand.plus(tokens) if tokens is not None else grand
+            cells += [_m(None if tokens is None else tokens.total), _minutes(tokens, args.cost)]
         lines.append(f"| {system} | {' | '.join(cells)} |")
     lines += [
         "",
-        f"All measured cells together: {grand / 1e6:.0f} M tokens, {_minutes(grand, args.total_tps)} minutes at "
-        f"{args.total_tps:,.0f} tokens/s, {_minutes(grand, args.total_tps_high)} minutes at {args.total_tps_high:,.0f}.",
+        f"All measured cells together: {grand.total / 1e6:.0f} M tokens ({grand.prompt / 1e6:.0f} M prompt), "
+        f"{_minutes(grand, args.cost)} minutes.",
         "",
         "## Assumptions (each moves the minutes; none is measured on a GPU)",
         "",
-        "- **Throughput**: the cited figure holds only while the server is saturated (the source's own concurrency). "
+        "- **Throughput**: the cited runs kept up to 512 requests in flight; the costs hold only while the server is "
+        "that busy. "
         "`experiment=paper_tables` keeps about n_jobs x run.workers = 96 requests in flight for systems that write "
         "conversations concurrently (MOSAIC, rag, full_context); Mem0, A-Mem, Zep and MemGPT still write one "
         "conversation at a time, one request in flight during their ingest, so their minutes here are a lower bound "
@@ -223,9 +256,10 @@ def render(args: argparse.Namespace, rates: dict[str, dict[str, Any]], totals: d
         "- **Prefix caching**: no credit taken: every prompt token is counted as processed (an upper bound on prefill). "
         "vLLM's automatic prefix caching serves repeated prefixes (instructions, schemas, the held facts); the last "
         "column of the first table is the share llama.cpp served from its cache with two slots in the measured runs.",
-        "- **Batch size / concurrency**: the source's benchmark decides them; the harness's own batch is its "
-        "in-flight requests (above). Per-token cost is taken as equal for prompt and completion tokens at the "
-        "cited total rate; a workload heavier in completions than the source's runs slower.",
+        "- **Batch size / concurrency**: the source's scheduler decides the batch (vLLM's defaults, random prompts "
+        "with no shared prefix); the harness's own batch is its in-flight requests (above). The two-cost fit takes a "
+        "token's cost as independent of the prompt's length (prompts here are 0.5-20k tokens; the cited prompts "
+        "average 1,034 and 342).",
         "- **Model**: tokens were counted with the 1.5B model's tokenizer and its replies (lengths, retries, Letta's "
         "heartbeats, Zep's dedupe calls all depend on the model); the projected model writes differently.",
         "- **Scaling**: per-turn write tokens from a conv-26 slice or the whole of conv-26 are taken as constant over "
@@ -248,18 +282,24 @@ def main(argv: list[str] | None = None) -> str:
     parser.add_argument("--halumem", type=Path, default=Path("data/halumem-pilot/halumem_medium_user0.jsonl"),
                         help="a HaluMem JSONL; the default is the development user (one user)")  # fmt: skip
     parser.add_argument("--conflict-cases", type=int, default=82, help="cases of the conflict suite of Table 3")
-    parser.add_argument("--total-tps", type=float, default=11527.14)
-    parser.add_argument("--total-tps-high", type=float, default=32416.84)
+    parser.add_argument("--cited", type=ServedRun.parse, action="append",
+                        help="NAME:PROMPT_TOKENS:COMPLETION_TOKENS:SECONDS of a saturated published run (give two)")  # fmt: skip
     parser.add_argument("--model", default="Qwen/Qwen3.5-9B")
     parser.add_argument("--gpu", default="one NVIDIA H100 80GB HBM3")
-    parser.add_argument("--source", default="GPUStack Performance Lab, 'Optimizing Qwen3.5-9B Throughput' "
-                        "(https://docs.gpustack.ai/latest/performance-lab/qwen3.5-9b/h100)")  # fmt: skip
-    parser.add_argument("--retrieved", default="2026-12-07 (the page shows no date)")
-    parser.add_argument("--source-note", default="'Total TPS' of vLLM without optimizations: 11,527 on its "
-                        "ShareGPT profile, 32,417 on its long-context profile")  # fmt: skip
+    parser.add_argument("--server", default="vLLM v0.17.1 (guidellm through GPUStack's benchmark-runner)")
+    parser.add_argument("--source", default="GPUStack Performance Lab, 'Optimizing Qwen3.5-9B Throughput', "
+                        "https://docs.gpustack.ai/latest/performance-lab/qwen3.5-9b/h100 "
+                        "(github.com/gpustack/gpustack docs/performance-lab/qwen3.5-9b/h100.md)")  # fmt: skip
+    parser.add_argument("--dated", default="committed 2026-03-20 as gpustack/gpustack 6ceec5b8; read 2026-12-07")
     parser.add_argument("--out", type=Path, default=Path("results/bench/gpu_projection.md"))
     args = parser.parse_args(argv)
     args.argv = argv if argv is not None else []
+    # the page's "Throughput" profile (random, 1,024 in / 128 out) and "ShareGPT" profile, each 1,000 requests
+    args.cited = args.cited or [ServedRun("Throughput profile", 1033932, 128000, 43.00),
+                                ServedRun("ShareGPT profile", 342058, 281412, 54.74)]  # fmt: skip
+    if len(args.cited) != 2:
+        parser.error("--cited: give exactly two runs (their prompt:completion mixes must differ)")
+    args.cost = seconds_per_token(*args.cited)
     samples = json.loads(args.locomo.read_text(encoding="utf-8"))
     args.locomo_conversations = len(samples)
     locomo = locomo_size(args.locomo)

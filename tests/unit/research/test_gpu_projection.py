@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from research.gpu_projection import Rate, halumem_size, locomo_ingested_turns, project
+from research.gpu_projection import Rate, ServedRun, halumem_size, locomo_ingested_turns, project, seconds_per_token
 
 REPO = Path(__file__).resolve().parents[3]
 LOCOMO = REPO / "data" / "locomo10.json"
@@ -35,3 +35,13 @@ def test_projection_is_turns_times_write_plus_questions_times_read():
     assert out["sys"]["conflict"] == Rate(21, 3)
     # full_context reads the whole conversation per question: its prompt scales with the conversation's length
     assert out["full_context"]["locomo"] == Rate(1000 * 10 * 20, 5 * 20) and out["full_context"]["conflict"] is None
+
+
+def test_two_cited_runs_give_one_cost_per_prompt_and_per_completion_token():
+    reading = ServedRun("prompt heavy", prompt=1000, completion=100, seconds=1000 / 100 + 100 / 10)  # 100 prompt, 10 completion tok/s
+    writing = ServedRun("completion heavy", prompt=100, completion=1000, seconds=100 / 100 + 1000 / 10)
+    per_prompt, per_completion = seconds_per_token(reading, writing)
+    assert per_prompt == pytest.approx(1 / 100) and per_completion == pytest.approx(1 / 10)
+    with pytest.raises(ValueError, match="alike"):
+        seconds_per_token(reading, ServedRun("same mix", 2000, 200, 1.0))
+    assert ServedRun.parse("a:b profile:10:20:3.5") == ServedRun("a:b profile", 10, 20, 3.5)
