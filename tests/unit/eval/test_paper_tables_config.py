@@ -1,6 +1,6 @@
 """experiment=paper_tables is the whole of Tables 1-3: every system on every benchmark, each at its full size.
 
-Composing costs seconds; running it is tests/integration/test_paper_tables.py (tiny data, simulated server)."""
+Composing costs seconds; running it is tests/integration/test_paper_tables_sweep.py (tiny data, simulated server)."""
 
 from __future__ import annotations
 
