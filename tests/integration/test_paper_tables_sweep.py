@@ -4,7 +4,7 @@ The sweep is the real one (the experiment file's joblib launcher, one process pe
 defaults, llm=vllm) with two of its systems, on tiny data placed where the defaults look (data/locomo10.json,
 data/HaluMem-Medium.jsonl; the conflict suite is two cases of the household dev suite), against
 research/latency_server.py, a SIMULATED OpenAI-compatible server standing in for vLLM. It checks the wiring (every job
-runs, writes its metrics and is read back by a second invocation), never quality: the server's replies are fixed.
+runs and writes its metrics; a second invocation reads its jobs back), never quality: the server's replies are fixed.
 """
 
 from __future__ import annotations
@@ -39,9 +39,9 @@ def _tiny_data(root: Path) -> Path:
     return path
 
 
-def _sweep(root: Path, base_url: str, suite: Path) -> subprocess.CompletedProcess[str]:
+def _sweep(root: Path, base_url: str, suite: Path, systems: tuple[str, ...] = SYSTEMS) -> subprocess.CompletedProcess[str]:
     cmd = [
-        sys.executable, str(REPO / "run.py"), "experiment=paper_tables", f"system={','.join(SYSTEMS)}",
+        sys.executable, str(REPO / "run.py"), "experiment=paper_tables", f"system={','.join(systems)}",
         f"llm.base_url={base_url}", "llm.health_timeout_s=30", "logger=none", f"+conflict.suite={suite}",
         f"cache_dir={root}/cache",
     ]  # fmt: skip
@@ -65,7 +65,7 @@ def test_paper_tables_sweep_runs_every_job_and_resumes(tmp_path):
             assert metrics[("locomo", system)]["metadata"]["llm_model_id"] == "latency-model"  # read from /v1/models
         jobs = list(tmp_path.glob("results/hydra/multirun/*/*/*/.hydra/overrides.yaml"))
         assert len(jobs) == len(BENCHMARKS) * len(SYSTEMS)
-        again = _sweep(tmp_path, server.base_url, suite)  # the same command reads every finished job back
+        again = _sweep(tmp_path, server.base_url, suite, SYSTEMS[:1])  # the same command reads finished jobs back
         assert again.returncode == 0, again.stderr[-3000:]
         assert server.served == served, "a finished job called the LLM again"
     assert len(list(tmp_path.glob("results/runs/*/*/none/*/metrics.json"))) == len(metrics)

@@ -35,3 +35,12 @@ def test_each_benchmark_runs_whole_on_the_vllm_backend():
         assert all(cfg.benchmark[key] is None for key in keys), f"{benchmark}: a slice key is set"
     locomo = compose_config(["experiment=paper_tables", "benchmark=locomo", "system=rag"]).benchmark
     assert not locomo.evidence_in_ingested_only and list(locomo.exclude_categories) == [5]
+
+
+def test_another_launcher_replaces_the_joblib_one_whole():
+    """The job count lives in conf/hydra/launcher/joblib_jobs3.yaml, not in the experiment: set there, it would be a
+    key the basic and submitit launchers do not have, and `hydra/launcher=basic` would fail to compose."""
+    assert compose_config(["experiment=paper_tables"]).hydra.launcher.n_jobs == 3
+    for launcher, target in (("basic", "BasicLauncher"), ("submitit_local", "LocalLauncher"), ("submitit_slurm", "SlurmLauncher")):
+        cfg = compose_config(["experiment=paper_tables", f"hydra/launcher={launcher}"])
+        assert cfg.hydra.launcher._target_.endswith(target) and "n_jobs" not in cfg.hydra.launcher
