@@ -101,7 +101,9 @@ def compare_runs(base: Path, others: list[Path]) -> str:
 def render(cells: dict[str, dict[str, tuple[Path, Path | None]]], backends: dict[str, str], rows: dict[str, str],
            command: str) -> str:  # fmt: skip
     names = list(backends)
-    lines = ["# LLM backends compared on the same slices", "",
+    measured = sum(found is not None for row in cells.values() for _, found in row.values())
+    lines = ["# LLM backends compared on the same slices", "", f"**{measured} of {len(rows) * len(names)} cells measured** "
+             "(the rest are listed at the end with the command that measures each).", "",
              f"Written by `{command}` (no LLM call unless `--run`). Backends: "
              + "; ".join(f"**{n}** (`{backends[n]}`)" for n in names)
              + f". Each row pairs every backend with **{names[0]}** over the same items (`scripts.compare_runs`). "
@@ -157,8 +159,7 @@ def main(argv: list[str] | None = None) -> str:
     text = render(cells, backends, rows, command)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     write_text_atomic(args.out, text)  # a table is replaced whole or not at all
-    measured = sum(found is not None for row in cells.values() for _, found in row.values())
-    print(text, f"{measured} of {len(rows) * len(backends)} cells measured: {args.out}", sep="\n")
+    print(text, args.out, sep="\n")
     return text
 
 

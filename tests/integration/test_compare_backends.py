@@ -47,4 +47,4 @@ def test_missing_cells_are_named_then_run_and_paired(tmp_path):
     table = (tmp_path / "backends.md").read_text()
     assert "| small |" in table and "| large |" in table  # a cost line per backend
     assert "- base" in table and "+0.0 [+0.0, +0.0]" in table  # paired difference of large against small: same fixed replies
-    assert table.rstrip().endswith("None.")  # no cell left unmeasured
+    assert table.rstrip().endswith("None.") and "**2 of 2 cells measured**" in table  # no cell left unmeasured
