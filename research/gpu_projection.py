@@ -250,14 +250,14 @@ def render(args: argparse.Namespace, rates: dict[str, dict[str, Any]], totals: d
         "- **Throughput**: the cited runs kept up to 512 requests in flight; the costs hold only while the server is "
         "that busy. "
         "`experiment=paper_tables` keeps about n_jobs x run.workers = 96 requests in flight for systems that write "
-        "conversations concurrently (MOSAIC, rag, full_context); Mem0, A-Mem, Zep and MemGPT still write one "
-        "conversation at a time, one request in flight during their ingest, so their minutes here are a lower bound "
-        "until their adapters write concurrently.",
+        "conversations concurrently (MOSAIC, rag, full_context); on main when this was written Mem0, A-Mem, Zep and "
+        "MemGPT write one conversation at a time, one request in flight during their ingest, so their minutes here "
+        "are a lower bound until their adapters write concurrently (branch h54a does it for Mem0, A-Mem and Zep).",
         "- **Prefix caching**: no credit taken: every prompt token is counted as processed (an upper bound on prefill). "
         "vLLM's automatic prefix caching serves repeated prefixes (instructions, schemas, the held facts); the last "
         "column of the first table is the share llama.cpp served from its cache with two slots in the measured runs.",
-        "- **Batch size / concurrency**: the source's scheduler decides the batch (vLLM's defaults, random prompts "
-        "with no shared prefix); the harness's own batch is its in-flight requests (above). The two-cost fit takes a "
+        "- **Batch size / concurrency**: the source's scheduler decides the batch (vLLM's defaults; random prompts "
+        "in one profile, ShareGPT conversations in the other); the harness's own batch is its in-flight requests (above). The two-cost fit takes a "
         "token's cost as independent of the prompt's length (prompts here are 0.5-20k tokens; the cited prompts "
         "average 1,034 and 342).",
         "- **Model**: tokens were counted with the 1.5B model's tokenizer and its replies (lengths, retries, Letta's "
