@@ -4,7 +4,8 @@
 
 A backend is a ``conf/llm`` option or any overrides (``--backend "qwen7b=llm=vllm llm.base_url=http://gpu:8000"``);
 a row is a slice (run.py overrides). Every (row, backend) cell is a run folder, found by its config hash under
-``results/runs/`` or ``results/published/runs/`` (so a published run is reused, never redone); ``--run`` starts
+``results/runs/``, ``results/published/runs/`` or ``results/published/backends/runs/`` (so a published run is
+reused, never redone); ``--run`` starts
 ``run.py`` for the cells that have none. Each row is then ``scripts.compare_runs`` of the first backend against the
 others (paired bootstrap differences, cost per ingested turn, MOSAIC's mechanism counts), and a cost line per
 backend (LLM calls, prompt and completion tokens, seconds from metrics.json). Cells with no run are named with
@@ -36,6 +37,8 @@ ROWS = {
     "MOSAIC, conflict workplace_policy": "experiment=conflict system=mosaic conflict.suite=data/conflicts/workplace_policy.json",
 }
 PUBLISHED = Path("results/published")
+# Published runs of a backend other than the tables' model live under results/published/backends/runs/: the tables
+# (scripts.make_tables) read results/published/runs/ and do not yet tell two LLMs' runs of one slice apart.
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -70,7 +73,7 @@ def run_folder(overrides: list[str], results_dir: Path) -> tuple[Path, Path | No
     job = OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"])
     target = run_dir_for(job)
     relative = target.relative_to(results_dir)
-    for candidate in (target, PUBLISHED / relative):
+    for candidate in (target, PUBLISHED / relative, PUBLISHED / "backends" / relative):
         if (candidate / "metrics.json").is_file():
             return target, candidate
     return target, None
