@@ -138,6 +138,8 @@ def test_sweep_and_each_of_its_jobs_compose(name):
             key, value = override.split("=", 1)
             if key == "ablation":
                 assert cfg.ablation_name == value
+            elif key in ("system", "benchmark"):  # a config group: the option's own name
+                assert cfg[key].name == value
             else:
                 assert str(OmegaConf.select(cfg, key)) == value
         hashes.add(config_hash(cfg))  # the run folder's identity: config and input files

@@ -34,8 +34,9 @@ def generated(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
-# written by another command from its own results (python -m scripts.judge_banks: results/bench/judge_banks/)
-MADE_ELSEWHERE = {"judges.md"}
+# written by other commands from their own results (python -m scripts.judge_banks: results/bench/judge_banks/;
+# python -m scripts.compare_backends: run folders found by config hash)
+MADE_ELSEWHERE = {"judges.md", "backends.md"}
 
 
 def test_committed_tables_are_the_ones_the_published_runs_give(generated):
