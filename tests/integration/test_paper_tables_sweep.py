@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from core.llm.simulated_server import LatencyModel, SimulatedServer
+from core.llm.simulated_server import MODEL_ID, LatencyModel, SimulatedServer
 from tests.unit.eval.test_experiments_smoke import DEV_SUITE, HALUMEM_TINY, _tiny_locomo
 
 REPO = Path(__file__).resolve().parents[2]
@@ -62,7 +62,7 @@ def test_paper_tables_sweep_runs_every_job_and_resumes(tmp_path):
             assert metrics[("locomo", system)]["overall"]["n"] == 4
             assert metrics[("conflict", system)]["n_cases"] == 2
             assert metrics[("halumem", system)]["counts"]["questions"] == 9
-            assert metrics[("locomo", system)]["metadata"]["llm_model_id"] == "latency-model"  # read from /v1/models
+            assert metrics[("locomo", system)]["metadata"]["llm_model_id"] == MODEL_ID  # read from /v1/models
         jobs = list(tmp_path.glob("results/hydra/multirun/*/*/*/.hydra/overrides.yaml"))
         assert len(jobs) == len(BENCHMARKS) * len(SYSTEMS)
         again = _sweep(tmp_path, server.base_url, suite, SYSTEMS[:1])  # the same command reads finished jobs back
