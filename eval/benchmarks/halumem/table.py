@@ -80,10 +80,15 @@ def protocol_label(run: dict[str, Any]) -> str:
     return "fixed protocol" if run.get("protocol") == PROTOCOL else "old protocol"
 
 
+# Overrides that say where a run writes or logs, not what it measures: two commands differing only in them are one row
+_NOT_MEASURED = ("results_dir=", "logger=")
+
+
 def _command(run: dict[str, Any]) -> tuple[tuple[str, ...], Any]:
-    """What makes two runs the same row: the command's overrides and the input file's hash."""
+    """What makes two runs the same row: the command's overrides (less _NOT_MEASURED) and the input file's hash."""
     meta = run.get("metadata") or {}
-    return tuple(str(o) for o in meta.get("overrides") or ()), meta.get("input_hash")
+    overrides = (str(o) for o in meta.get("overrides") or ())
+    return tuple(o for o in overrides if not o.startswith(_NOT_MEASURED)), meta.get("input_hash")
 
 
 def rescored(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:

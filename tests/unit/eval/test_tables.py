@@ -150,7 +150,7 @@ def test_halumem_table_marks_the_protocol_and_shows_a_rescore_in_place_of_its_ol
         return {**run, "protocol": protocol} if protocol else run
 
     rag = ["experiment=halumem_eval", "system=rag"]
-    old_rag, fixed_rag = halumem(0.97, rag), halumem(0.2, rag, PROTOCOL)
+    old_rag, fixed_rag = halumem(0.97, rag), halumem(0.2, [*rag, "results_dir=/elsewhere"], PROTOCOL)  # where it wrote: same row
     old_slice = halumem(0.95, [*rag, "benchmark.limit_sessions=3"])  # no re-score of this command: stays, marked old
     table = halumem_table([old_rag, old_slice, fixed_rag])
     measured = [c for c in table.columns if c.startswith("rag")]
