@@ -13,6 +13,7 @@ from typing import Any
 
 import pandas as pd
 
+from eval.benchmarks.halumem.table import protocol_label
 from eval.benchmarks.halumem.update_links import false_alarm_text
 from eval.metrics import format_ci
 from eval.tables import failures_cell
@@ -39,30 +40,33 @@ def _size(metrics: dict[str, Any]) -> int:
     return int((metrics.get("overall") or {}).get("n") or (metrics.get("counts") or {}).get("questions") or 0)
 
 
-def _halumem_slice(metrics: dict[str, Any]) -> tuple[str, int]:
-    """(input file's sha256, sessions added): two HaluMem runs are comparable only when both agree."""
+def _halumem_slice(metrics: dict[str, Any]) -> tuple[str, int, str]:
+    """(input file's sha256, sessions added, scoring protocol): two HaluMem runs are comparable only when all three
+    agree (an old-protocol update column cannot tell supersession from append-only; table.protocol_label)."""
     digests = ((metrics.get("metadata") or {}).get("input_files") or {}).values()
-    return next(iter(digests), "?"), int((metrics.get("counts") or {}).get("sessions_added") or 0)
+    return next(iter(digests), "?"), int((metrics.get("counts") or {}).get("sessions_added") or 0), protocol_label(metrics)
 
 
-def pick_halumem_slice(runs: list[dict[str, Any]]) -> tuple[str, int] | None:
-    """The HaluMem data slice the table shows: the one most of the four rows have a run on, then the one with more
-    sessions. Rows are compared over the same sessions only, so a row whose runs all cover other sessions (a
-    session-limited slice) gets empty HaluMem cells rather than a cell that is not comparable."""
-    rows_on: dict[tuple[str, int], set[tuple[str, str]]] = {}
+def pick_halumem_slice(runs: list[dict[str, Any]]) -> tuple[str, int, str] | None:
+    """The HaluMem data slice the table shows: the one most of the four rows have a run on, then the fixed
+    protocol, then the one with more sessions. Rows are compared over the same sessions under the same protocol
+    only, so a row whose runs all cover other sessions (a session-limited slice) or were scored under the other
+    protocol gets empty HaluMem cells rather than a cell that is not comparable."""
+    rows_on: dict[tuple[str, int, str], set[tuple[str, str]]] = {}
     for metrics in runs:
         key = _identity(metrics)
         if key in dict(ROWS):
             rows_on.setdefault(_halumem_slice(metrics), set()).add(key)  # type: ignore[arg-type]
-    return max(rows_on, key=lambda sl: (len(rows_on[sl]), sl[1]), default=None)
+    return max(rows_on, key=lambda sl: (len(rows_on[sl]), sl[2] == "fixed protocol", sl[1]), default=None)
 
 
 def _halumem_data(metrics: dict[str, Any]) -> str:
-    """Which HaluMem file and how much of it: the input's sha256 prefix tells the development user from the
-    evaluation user (data/halumem-pilot/SHA256SUMS)."""
+    """Which HaluMem file, how much of it and under which protocol: the input's sha256 prefix tells the development
+    user from the evaluation user (data/halumem-pilot/SHA256SUMS)."""
     counts = metrics.get("counts") or {}
     digests = ((metrics.get("metadata") or {}).get("input_files") or {}).values()
-    return f"{counts.get('sessions_added', 0)} sessions, {counts.get('questions', 0)} q, file {next(iter(digests), '?')[:8]}"
+    return (f"{counts.get('sessions_added', 0)} sessions, {counts.get('questions', 0)} q, file {next(iter(digests), '?')[:8]}, "
+            f"{protocol_label(metrics)}")
 
 
 def _links(metrics: dict[str, Any] | None) -> str:
@@ -121,8 +125,8 @@ def decomposition_table(runs_by_benchmark: dict[str, list[dict[str, Any]]], loco
         "Extractor or organisation? The same runs as Tables 1 and 2, picked by (system, ablation): rag and MOSAIC, "
         "each over what the local model extracts (for rag: the raw turns) and over the benchmark's gold facts "
         "(ablation=oracle_facts / oracle_extractor). x100 [95% bootstrap CI]; an empty cell has no published run yet. "
-        "HaluMem cells come from one data slice (same file, same sessions: 'HaluMem data') for every row; a row with "
-        "runs on other sessions only is left empty here (results/bench/compare_halumem_eval_slice.md pairs the "
+        "HaluMem cells come from one data slice (same file, same sessions, same scoring protocol: 'HaluMem data') for "
+        "every row; a row with runs on other sessions or under the other protocol only is left empty here (results/bench/compare_halumem_eval_slice.md pairs the "
         "session-limited runs over their own sessions). Failures are named by benchmark: rows / ingest turns."
     )
     return table

@@ -51,7 +51,7 @@ from eval.benchmarks.halumem.clarify import CLARIFY_TABLES, clarify_metrics, cla
 from eval.benchmarks.halumem.data import HUB_REPO, HaluMemUser, Session, halumem_time_to_iso, load_halumem_hub, load_halumem_jsonl
 from eval.benchmarks.halumem.judge import QA_LABELS, UPDATE_LABELS, HaluMemJudge, Verdict
 from eval.benchmarks.halumem.mechanism import chain_row, gold_replacements, mechanism_metrics, probe_session
-from eval.benchmarks.halumem.metrics import by_memory_type, by_question_type, extraction_metrics, label_metrics, ranking_metrics
+from eval.benchmarks.halumem.metrics import PROTOCOL, by_memory_type, by_question_type, extraction_metrics, label_metrics, ranking_metrics
 from eval.benchmarks.halumem.retrieval import RETRIEVAL_STAGES, run_halumem_retrieval
 from eval.benchmarks.halumem.table import make_table
 from eval.benchmarks.halumem.update_links import fact_id_of, link_session, update_link_metrics
@@ -484,6 +484,7 @@ class HaluMemBenchmark:
             "benchmark": self.name,
             "variant": self.variant_label,
             "system": system_name,
+            "protocol": PROTOCOL,
             "main_metric": qa["correct"]["mean"] if qa else None,
             "extraction_source": extraction_mode,
             "extraction": extraction,

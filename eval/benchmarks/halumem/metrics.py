@@ -19,6 +19,14 @@ from eval.benchmarks.halumem.update_ranking import new_above_old
 from eval.intervals import bootstrap, bootstrap_ci, resampled_mean
 
 
+# The scoring protocol a run's metrics follow. "toolkit-audited": every deviation from HaluMem's official toolkit
+# fixed or justified (docs/halumem.md, "Deviations from the official toolkit": update Correct needs the original
+# replaced or marked outdated, accuracy asked apart from the gold-field question, "(valid)" and "(all)" ratios, an
+# update point whose search returned nothing judged for integrity). A metrics.json without the field was scored
+# before that audit (tables call it the old protocol).
+PROTOCOL = "toolkit-audited"
+
+
 def _users(rows: Sequence[dict[str, Any]]) -> list[Any]:
     """Each row's user: the cluster of the cluster interval."""
     return [r.get("uuid") for r in rows]

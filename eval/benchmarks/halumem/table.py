@@ -7,6 +7,7 @@ from typing import Any, Callable
 import pandas as pd
 
 from eval.benchmarks.halumem.mechanism_table import is_probe_only
+from eval.benchmarks.halumem.metrics import PROTOCOL
 from eval.benchmarks.halumem.update_links import false_alarm_text
 from eval.intervals import interval_note, report_settings
 from eval.metrics import format_ci
@@ -72,6 +73,31 @@ def _slice(run: dict[str, Any]) -> str:
     return ""
 
 
+def protocol_label(run: dict[str, Any]) -> str:
+    """'fixed protocol' for a run scored after the audit against HaluMem's toolkit (metrics.PROTOCOL), else 'old
+    protocol': its update judge called old-plus-new Correct, so its update column cannot tell supersession from
+    append-only, and its accuracy verdicts mirrored the gold-field answer (docs/halumem.md, deviations 1 and 3)."""
+    return "fixed protocol" if run.get("protocol") == PROTOCOL else "old protocol"
+
+
+# Overrides that say where a run writes or logs, not what it measures: two commands differing only in them are one row
+_NOT_MEASURED = ("results_dir=", "logger=")
+
+
+def _command(run: dict[str, Any]) -> tuple[tuple[str, ...], Any]:
+    """What makes two runs the same row: the command's overrides (less _NOT_MEASURED) and the input file's hash."""
+    meta = run.get("metadata") or {}
+    overrides = (str(o) for o in meta.get("overrides") or ())
+    return tuple(o for o in overrides if not o.startswith(_NOT_MEASURED)), meta.get("input_hash")
+
+
+def rescored(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Old-protocol runs that a fixed-protocol run of the same command on the same input re-scores (the method
+    unchanged, only the metric): Table 2 shows the re-score in their place; results/published keeps both."""
+    fixed = {_command(run) for run in runs if protocol_label(run) == "fixed protocol"}
+    return [run for run in runs if protocol_label(run) == "old protocol" and _command(run) in fixed]
+
+
 def interval_cell(run: dict[str, Any]) -> str:
     """Which interval the run's cells show: the user interval from conf/report.yaml's number of users up, else the
     per-item one (over one user: it holds for that user only). A run made before users were counted in its
@@ -111,11 +137,13 @@ def make_table(metrics: list[dict[str, Any]], convention: str | None = None) -> 
         ("QA omission", lambda m: (m.get("qa") or {}).get("omission")),
     ]
     metrics = [run for run in metrics if not is_probe_only(run)]  # mechanism rows (results/tables/mechanism.md), no task scored
+    replaced = rescored(metrics)
+    metrics = [run for run in metrics if not any(run is old for old in replaced)]
     columns: dict[str, list[str]] = {}
     link_rows = LINK_ROWS if any(run.get("update_links") for run in metrics) else []
     for run in metrics:
         meta = run.get("metadata", {})
-        label = f"{row_label(run)} (HaluMem-{run.get('variant', '?')}, {meta.get('llm_model_id', '?')}{_slice(run)})"
+        label = f"{row_label(run)} (HaluMem-{run.get('variant', '?')}, {meta.get('llm_model_id', '?')}{_slice(run)}; {protocol_label(run)})"
         columns[label] = [format_ci(getter(run), digits=2, ci_digits=1, missing="-") for _, getter in row_specs]
         columns[label].append(failures_cell(run))
         columns[label] += [cell(run) for _, cell in link_rows]
@@ -125,11 +153,11 @@ def make_table(metrics: list[dict[str, Any]], convention: str | None = None) -> 
                                 + ["" for _ in EXTRA_ROWS])  # fmt: skip
     table = pd.DataFrame(columns, index=[name for name, _ in row_specs] + [FAILURES_COLUMN] + [name for name, _ in link_rows] + EXTRA_ROWS)
     table.index.name = "metric (%)"
-    table.attrs["caption"] = caption(metrics)
+    table.attrs["caption"] = caption(metrics, len(replaced))
     return table
 
 
-def caption(metrics: list[dict[str, Any]]) -> str:
+def caption(metrics: list[dict[str, Any]], n_replaced: int = 0) -> str:
     """What the measured columns measured (users, questions, judge: from the runs) beside what the labelled
     columns are, so the two kinds are not read as one comparison."""
     users = sorted({str((run.get("counts") or {}).get("users", "?")) for run in metrics})
@@ -140,5 +168,11 @@ def caption(metrics: list[dict[str, Any]]) -> str:
         f"{' or '.join(map(str, questions))} questions per run, judged by {', '.join(judges)} (the local model, not GPT-4o). "
         "'paper:' columns are the MOSAIC paper's values; 'reported by HaluMem:' columns are HaluMem's leaderboard "
         "(20 users, the systems' hosted APIs, GPT-4o as judge). Neither kind was measured here, and they cover other "
-        "users, more questions and another judge: compare measured columns with each other only."
+        "users, more questions and another judge: compare measured columns with each other only. "
+        "'fixed protocol' columns are scored as docs/halumem.md's deviation table says (update Correct needs the "
+        "original replaced or marked outdated; accuracy asked apart from the gold-field question; '(valid)' ratios "
+        "with failures counted); 'old protocol' columns were judged before that audit, so their update column cannot "
+        "tell supersession from append-only: compare them with each other only"
+        + (f"; {n_replaced} old-protocol run(s) re-scored under the fixed protocol are shown by their re-score "
+           "(results/published keeps both)." if n_replaced else ".")
     )

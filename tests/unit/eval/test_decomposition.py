@@ -36,7 +36,7 @@ def test_halumem_columns_come_from_the_same_system_and_ablation():
     assert rows["MOSAIC, oracle extractor"]["HaluMem update correct / halluc. / omission"] == "50.0 / 10.0 / 40.0"
     assert rows["MOSAIC, oracle extractor"]["HaluMem QA correct / halluc. / omission"] == "60.0 / 20.0 / 20.0"
     assert rows["rag over turns"]["HaluMem QA correct / halluc. / omission"] == ""
-    assert rows["MOSAIC, oracle extractor"]["HaluMem data"] == "25 sessions, 55 q, file abababab"  # which user the cells are
+    assert rows["MOSAIC, oracle extractor"]["HaluMem data"] == "25 sessions, 55 q, file abababab, old protocol"  # which user, which protocol
     links = "HaluMem update links right / wrong / missed / no target; false alarms"
     # a run made before alarmed points were counted shows its events as events, not as points
     assert rows["MOSAIC, oracle extractor"][links] == "3 / 2 / 5 / 52 of 62; 4 events on 200 points (points not counted)"
@@ -58,8 +58,26 @@ def test_halumem_cells_pair_rows_over_the_same_sessions_only():
     runs = {"halumem": [_halumem("rag", "none", 25, 0.5), _halumem("rag", "oracle_facts", 25, 0.6),
                         _halumem("mosaic", "oracle_extractor", 25, 0.7), _halumem("mosaic", "none", 10, 0.2)]}  # fmt: skip
     rows = {r["row"]: r for r in decomposition_rows(runs, lambda m: "")}
-    assert {r["HaluMem data"] for name, r in rows.items() if name != "MOSAIC, model extractor"} == {"25 sessions, 50 q, file abababab"}
+    assert {r["HaluMem data"] for name, r in rows.items() if name != "MOSAIC, model extractor"} == {"25 sessions, 50 q, file abababab, old protocol"}
     assert rows["MOSAIC, model extractor"]["HaluMem data"] == "" and rows["MOSAIC, model extractor"]["HaluMem QA correct / halluc. / omission"] == ""
+
+
+def test_halumem_cells_pair_rows_scored_under_the_same_protocol_only():
+    """An old-protocol update column (old plus new unmarked counted Correct) must not sit beside a re-scored one."""
+    from eval.benchmarks.halumem.metrics import PROTOCOL
+
+    fixed_rag, fixed_oracle = _halumem("rag", "none", 25, 0.1), _halumem("mosaic", "oracle_extractor", 25, 0.4)
+    fixed_rag["protocol"] = fixed_oracle["protocol"] = PROTOCOL
+    old = [_halumem("rag", "none", 25, 0.9), _halumem("mosaic", "oracle_extractor", 25, 0.95)]
+    rows = {r["row"]: r for r in decomposition_rows({"halumem": [*old, fixed_rag, fixed_oracle]}, lambda m: "")}
+    assert rows["rag over turns"]["HaluMem data"] == "25 sessions, 50 q, file e1190000, fixed protocol"
+    assert rows["rag over turns"]["HaluMem update correct / halluc. / omission"].startswith("10.0")
+    assert rows["MOSAIC, oracle extractor"]["HaluMem update correct / halluc. / omission"].startswith("40.0")
+    # more rows on the old protocol's slice: that slice is shown whole, the fixed rows are not mixed into it
+    old.append(_halumem("rag", "oracle_facts", 25, 0.8))
+    rows = {r["row"]: r for r in decomposition_rows({"halumem": [*old, fixed_rag, fixed_oracle]}, lambda m: "")}
+    assert {r["HaluMem data"] for r in rows.values() if r["HaluMem data"]} == {"25 sessions, 50 q, file e1190000, old protocol"}
+    assert rows["rag over turns"]["HaluMem update correct / halluc. / omission"].startswith("90.0")
 
 
 def test_failures_column_names_each_benchmark():

@@ -136,3 +136,27 @@ def test_published_100k_ncs_figure_is_labelled_extrapolated():
     history = (REPO / "docs" / "results_history.md").read_text(encoding="utf-8")
     claim = history.index("inside the 2x bound")
     assert "Extrapolated" in history[history.rindex("\n\n>", 0, claim) : claim]
+
+
+def test_halumem_table_marks_the_protocol_and_shows_a_rescore_in_place_of_its_old_run():
+    """Table 2 once mixed old-protocol update columns (old plus new unmarked counted Correct) with nothing to tell
+    them apart; a re-score of the same command on the same input now replaces its old-protocol column."""
+    from eval.benchmarks.halumem.metrics import PROTOCOL
+
+    def halumem(correct: float, overrides: list[str], protocol: str | None = None) -> dict:
+        stat = {"mean": correct, "ci_low": correct, "ci_high": correct, "n": 62}
+        run = {"variant": "Medium", "updating": {"correct": stat}, "qa": {"correct": CI},
+               "metadata": {"system": "rag", "ablation": "none", "overrides": overrides, "input_hash": "abc", "llm_model_id": "m"}}
+        return {**run, "protocol": protocol} if protocol else run
+
+    rag = ["experiment=halumem_eval", "system=rag"]
+    old_rag, fixed_rag = halumem(0.97, rag), halumem(0.2, [*rag, "results_dir=/elsewhere"], PROTOCOL)  # where it wrote: same row
+    old_slice = halumem(0.95, [*rag, "benchmark.limit_sessions=3"])  # no re-score of this command: stays, marked old
+    table = halumem_table([old_rag, old_slice, fixed_rag])
+    measured = [c for c in table.columns if c.startswith("rag")]
+    assert len(measured) == 2
+    fixed = [c for c in measured if c.endswith("; fixed protocol)")]
+    old = [c for c in measured if c.endswith("; old protocol)")]
+    assert len(fixed) == 1 and len(old) == 1 and "sessions 0-2 only" in old[0]
+    assert table.loc["Update correct", fixed[0]].startswith("20.00")
+    assert "1 old-protocol run(s) re-scored" in table.attrs["caption"]

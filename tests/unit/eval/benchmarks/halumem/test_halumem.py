@@ -510,10 +510,10 @@ def test_make_table_has_measured_and_labelled_paper_columns(tmp_path):
     without["metadata"] = {"system": "blind", "llm_model_id": "fake"}
     table = HaluMemBenchmark.make_table([with_extraction, without])
     measured = [c for c in table.columns if not c.startswith(("paper:", "reported by"))]
-    assert measured == ["keyword (HaluMem-custom:halumem_tiny.jsonl, fake)", "blind (HaluMem-custom:halumem_tiny.jsonl, fake)"]
+    assert measured == ["keyword (HaluMem-custom:halumem_tiny.jsonl, fake; fixed protocol)", "blind (HaluMem-custom:halumem_tiny.jsonl, fake; fixed protocol)"]
     without["metadata"]["overrides"] = ["benchmark.limit_sessions=10"]
     sliced = [c for c in HaluMemBenchmark.make_table([without]).columns if c.startswith("blind")]
-    assert sliced == ["blind (HaluMem-custom:halumem_tiny.jsonl, fake, sessions 0-9 only)"]
+    assert sliced == ["blind (HaluMem-custom:halumem_tiny.jsonl, fake, sessions 0-9 only; fixed protocol)"]
     assert table.loc["Extraction F1", measured[0]].startswith("100.00")
     assert table.loc["Extraction F1", measured[1]] == "-"
     assert table.loc["Extraction F1", "paper: MOSAIC (HaluMem-Medium)"] == "86.77"
@@ -790,7 +790,7 @@ def test_oracle_facts_reach_a_system_only_when_asked_on_the_last_turn_without_in
     assert links["non_update_points"] == 8 and links["held_similarity"] == 0.8
     meta = {"system": "mosaic", "ablation": "oracle_extractor", "llm_model_id": "fake", "system_metadata": {"row_label": "MOSAIC with the oracle extractor"}}
     table = HaluMemBenchmark.make_table([{**metrics, "metadata": meta}])
-    assert list(table.columns)[0] == "MOSAIC with the oracle extractor / oracle_extractor (HaluMem-custom:halumem_tiny.jsonl, fake)"
+    assert list(table.columns)[0] == "MOSAIC with the oracle extractor / oracle_extractor (HaluMem-custom:halumem_tiny.jsonl, fake; fixed protocol)"
     assert table.loc["Update links: right"].iloc[0] == "1 of 3" and table.loc["Update links: false alarms (non-update points alarmed)"].iloc[0] == "0 of 8"
 
 
@@ -841,7 +841,7 @@ def test_update_links_are_left_out_for_an_append_only_system(tmp_path):
     assert metrics["update_links"] is None
     meta = {"system": "rag", "ablation": "oracle_facts", "llm_model_id": "fake", "system_metadata": {"row_label": "rag over oracle facts"}}
     table = HaluMemBenchmark.make_table([{**metrics, "metadata": meta}])
-    assert list(table.columns)[0] == "rag over oracle facts / oracle_facts (HaluMem-custom:halumem_tiny.jsonl, fake)"
+    assert list(table.columns)[0] == "rag over oracle facts / oracle_facts (HaluMem-custom:halumem_tiny.jsonl, fake; fixed protocol)"
     assert "Update links: right" not in table.index
 
 
