@@ -290,7 +290,7 @@ def main(argv: list[str] | None = None) -> str:
     parser.add_argument("--source", default="GPUStack Performance Lab, 'Optimizing Qwen3.5-9B Throughput', "
                         "https://docs.gpustack.ai/latest/performance-lab/qwen3.5-9b/h100 "
                         "(github.com/gpustack/gpustack docs/performance-lab/qwen3.5-9b/h100.md)")  # fmt: skip
-    parser.add_argument("--dated", default="committed 2026-03-20 as gpustack/gpustack 6ceec5b8; read 2026-12-07")
+    parser.add_argument("--dated", default="committed 2026-03-20 as github.com/gpustack/gpustack/commit/6ceec5b8; read 2026-12-07")
     parser.add_argument("--out", type=Path, default=Path("results/bench/gpu_projection.md"))
     args = parser.parse_args(argv)
     args.argv = argv if argv is not None else []

@@ -144,7 +144,7 @@ def mechanism_table(halumem_runs: list[dict[str, Any]]) -> pd.DataFrame:
         "current version ranks above the replaced one for the replaced memory's own text; chain-aware recall counts a "
         "cited fact found when a version that replaced it comes back. Paired columns: this row minus the check-off "
         "row of the same file, over the questions (or linked points) both have. 'Gold partners' counts each held fact "
-        "a gold label names and where it went. Files (sha256 prefix): 29ef6e1a the development user (user 0), "
-        "e11913ca the evaluation user (user 3)."
+        "a gold label names and where it went. Files by the prefix of their sha256: sha256-29ef6e1a the development "
+        "user (user 0), sha256-e11913ca the evaluation user (user 3)."
     )
     return table

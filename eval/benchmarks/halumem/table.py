@@ -24,7 +24,7 @@ PAPER_VALUES: dict[str, dict[str, float]] = {
     },
 }
 
-# Reported, not measured: HaluMem's own leaderboard (README of github.com/MemTensor/HaluMem at commit 2fc3737,
+# Reported, not measured: HaluMem's own leaderboard (README of github.com/MemTensor/HaluMem/tree/2fc3737,
 # "HaluMem-Medium Dataset": all 20 users, their systems' hosted APIs, GPT-4o as judge). Zep publishes no
 # extraction metrics (no API lists a session's memories). The MOSAIC paper quotes MemOS's update correct from it.
 _REPORTED_ROWS = ("Extraction recall", "Extraction weighted recall", "Extraction target precision", "Extraction accuracy",
@@ -52,7 +52,7 @@ def _links(key: str) -> Callable[[dict[str, Any]], str]:
     return cell
 
 
-# Issue 39: did the save-time conflict check link each real update to what it replaces (shown when a run has counts)
+# Did the save-time conflict check link each real update to what it replaces (shown when a run has counts)
 LINK_ROWS: list[tuple[str, Callable[[dict[str, Any]], str]]] = [
     ("Update links: right", _links("right")),
     ("Update links: wrong", _links("wrong")),

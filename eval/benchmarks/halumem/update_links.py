@@ -1,4 +1,4 @@
-"""Update linking (issue 39, item 3): did the save-time conflict check link each real update to what it replaces?
+"""Update linking: did the save-time conflict check link each real update to what it replaces?
 
 HaluMem's updating task scores what a search returns after an update; this module scores the write
 itself, from the conflict events (update, flag or reject) a system reported while adding a session

@@ -70,13 +70,13 @@ def test_halumem_cells_pair_rows_scored_under_the_same_protocol_only():
     fixed_rag["protocol"] = fixed_oracle["protocol"] = PROTOCOL
     old = [_halumem("rag", "none", 25, 0.9), _halumem("mosaic", "oracle_extractor", 25, 0.95)]
     rows = {r["row"]: r for r in decomposition_rows({"halumem": [*old, fixed_rag, fixed_oracle]}, lambda m: "")}
-    assert rows["rag over turns"]["HaluMem data"] == "25 sessions, 50 q, file e1190000, fixed protocol"
+    assert rows["rag over turns"]["HaluMem data"] == "25 sessions, 50 q, file abababab, fixed protocol"
     assert rows["rag over turns"]["HaluMem update correct / halluc. / omission"].startswith("10.0")
     assert rows["MOSAIC, oracle extractor"]["HaluMem update correct / halluc. / omission"].startswith("40.0")
     # more rows on the old protocol's slice: that slice is shown whole, the fixed rows are not mixed into it
     old.append(_halumem("rag", "oracle_facts", 25, 0.8))
     rows = {r["row"]: r for r in decomposition_rows({"halumem": [*old, fixed_rag, fixed_oracle]}, lambda m: "")}
-    assert {r["HaluMem data"] for r in rows.values() if r["HaluMem data"]} == {"25 sessions, 50 q, file e1190000, old protocol"}
+    assert {r["HaluMem data"] for r in rows.values() if r["HaluMem data"]} == {"25 sessions, 50 q, file abababab, old protocol"}
     assert rows["rag over turns"]["HaluMem update correct / halluc. / omission"].startswith("90.0")
 
 
