@@ -28,7 +28,7 @@ from eval import runner as runner_module
 from eval.provenance import CodeChangedError, InputChangedError
 from eval.rows import SCORED_ROW_FIELD, JsonlRows, row_sha256
 from eval.run_lock import RunLockedError
-from eval.runner import ConfigError, config_hash, run, run_dir_for
+from eval.runner import config_hash, run, run_dir_for
 from tests.hydra_config import compose_config
 from tests.fake_openai_server import MODEL_ID, FakeOpenAIServer
 from tests.script_loader import load_script
@@ -154,7 +154,9 @@ def test_1_rows_from_other_inputs_are_not_mixed_in(tmp_path):
     ],
 )
 def test_2_invalid_values_fail_at_start_naming_the_key(override, key, server, tiny_locomo, tmp_path, embed_cache):
-    with pytest.raises(ConfigError, match=rf"{key}=.*must be"):
+    # a range the constructor's parameter type carries fails in the same check as the rule tables (ConfigKeyError
+    # from core.config_check, ConfigError from eval's rules): both are the harness's one-line errors
+    with pytest.raises(HarnessError, match=rf"{key}=.*must be"):
         run_with(overrides_for(server.url, tiny_locomo, tmp_path, embed_cache, override))
     assert server.calls == 0 and not (tmp_path / "results").exists()
 

@@ -16,6 +16,7 @@ from omegaconf import OmegaConf
 from eval.answerer import Answerer
 from eval.benchmarks.halumem.benchmark import HaluMemBenchmark
 from eval.benchmarks.halumem.data import load_halumem_jsonl
+from eval.benchmarks.halumem.metrics import PROTOCOL
 from eval.context import RunContext
 from tests.hydra_config import conf_judge
 
@@ -107,7 +108,8 @@ def _run_and_check(system: Any, llm: Any, run_dir: Path, limit_users: int | None
 
     metrics["metadata"] = {"system": system.name, "llm_model_id": llm.model_id}
     table = HaluMemBenchmark.make_table([metrics])
-    column = f"{system.name} (HaluMem-{metrics['variant']}, {llm.model_id})"
+    assert metrics["protocol"] == PROTOCOL  # a new run is scored under the audited protocol, and its column says so
+    column = f"{system.name} (HaluMem-{metrics['variant']}, {llm.model_id}; fixed protocol)"
     assert table.loc["QA correct", column] != "-" and table.loc["Extraction F1", column] != "-"
     return metrics
 
