@@ -137,3 +137,58 @@ def test_after_a_server_error_the_next_request_uses_a_new_connection() -> None:
     http, response = send_over_fresh_connection_if_reset(http, server.client, "GET", "/v1/agents/a/archival-memory")
     assert response.json() == {"ok": 2}
     assert server.seen == ["1:POST", "2:GET"]
+
+
+FAKE_LETTA = '''
+import json, os, sqlite3, sys
+from http.server import BaseHTTPRequestHandler, HTTPServer
+
+db = os.path.join(os.environ["HOME"], ".letta", "sqlite.db")
+os.makedirs(os.path.dirname(db), exist_ok=True)
+with sqlite3.connect(db) as con:
+    con.execute(sys.argv[-1])
+
+
+class Handler(BaseHTTPRequestHandler):
+    def do_GET(self):
+        status = {"/v1/health/": 200, "/v1/agents/a1": 200}.get(self.path, 404)
+        body = json.dumps({"id": "a1"} if status == 200 else {"detail": "no such agent"}).encode()
+        self.send_response(status)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+HTTPServer((sys.argv[3], int(sys.argv[5])), Handler).serve_forever()
+'''
+
+
+def test_the_server_starts_with_home_in_the_run_folder_repairs_its_schema_answers_and_stops(tmp_path):
+    """A stand-in ``letta server`` (same command line, HOME and health check) under LettaServer's lifecycle."""
+    import sys
+
+    from baselines.letta_server import LettaError, LettaServer
+
+    script = tmp_path / "fake_letta.py"
+    script.write_text(FAKE_LETTA)
+    letta = tmp_path / "letta"
+    letta.write_text(f'#!/usr/bin/env bash\nexec "{sys.executable}" "{script}" "$@" "{LETTA_DDL}"\n')
+    letta.chmod(letta.stat().st_mode | stat.S_IXUSR)
+    server = LettaServer(str(letta), tmp_path / "run", start_timeout_s=30, request_timeout_s=10, stop_grace_s=3)
+    assert not server.running and server.start_s is None and server.schema_fixed is False
+    server.start()
+    try:
+        assert server.running and server.base_url.startswith("http://127.0.0.1:")
+        assert server.schema_fixed is True  # the stand-in made Letta 0.11.7's table under HOME=<run>/letta_home
+        assert (tmp_path / "run" / "letta_home" / ".letta" / "sqlite.db").exists()
+        assert server.request("GET", "/v1/agents/a1") == {"id": "a1"}
+        with pytest.raises(LettaError, match=r"404.*letta_server\.log"):
+            server.request("GET", "/v1/agents/gone")
+    finally:
+        server.close_clients()
+        process = server.process
+        server.stop()
+    assert not server.running and server.process is None and not process.running
