@@ -19,11 +19,11 @@ shared index would let other conversations crowd a user's hits out).
 What it reports (docs/baselines.md): mem0ai 2.x's open-source ``add`` is additive (its
 extraction prompt only emits ADD), so in practice it raises no conflict signal. The mapping
 below still handles UPDATE and DELETE, which older releases and the hosted platform return.
+How the library is wired onto the harness (its config, the session date in its prompt): ``baselines.mem0_library``.
 """
 
 from __future__ import annotations
 
-import contextvars
 import json
 import logging
 import os
@@ -38,16 +38,11 @@ from core.llm import retry_policy
 from core.atomic import write_json_atomic
 from core.api import AddReport, ConflictEvent, Retrieved, StoredItem, Turn
 from core.paths import file_safe_name
-
 from core.llm.library_tap import LibraryLLMTap
 
+from baselines.mem0_library import SESSION_DATE, install_session_date_patch, local_embedder_dir, mem0_config, parses_as_mem0_json
+
 log = logging.getLogger(__name__)
-
-MINILM_DIMS = 384
-
-# The session date the patched prompt builder gives Mem0 as "Observation Date"/"Current Date".
-_SESSION_DATE: contextvars.ContextVar[str | None] = contextvars.ContextVar("mem0_session_date", default=None)
-
 
 def mem0_results_to_report(
     results: list[dict[str, Any]],
@@ -115,83 +110,6 @@ def mem0_user_id(namespace: str, speaker: str, generation: int) -> str:
     """Mem0 ids may not contain whitespace; the generation makes a reset start a fresh session scope."""
     raw = f"{namespace}--{speaker}--g{generation}"
     return re.sub(r"\s+", "_", raw.strip())
-
-
-def mem0_config(
-    api_base: str,
-    model_id: str,
-    api_key: str,
-    embedder_dir: str,
-    store_dir: Path,
-    max_tokens: int,
-    llm_provider: str = "vllm",
-    custom_instructions: str | None = None,
-) -> dict[str, Any]:
-    """The ``Memory.from_config`` dict: harness LLM endpoint, local MiniLM, FAISS + history under ``store_dir``."""
-    if llm_provider == "vllm":
-        llm = {"model": model_id, "vllm_base_url": api_base, "api_key": api_key, "max_tokens": max_tokens}
-    elif llm_provider == "openai":
-        llm = {"model": model_id, "openai_base_url": api_base, "api_key": api_key, "max_tokens": max_tokens}
-    else:
-        raise ValueError(f"system.llm_provider must be 'vllm' or 'openai', got {llm_provider!r}")
-    return {
-        "llm": {"provider": llm_provider, "config": llm},
-        "embedder": {
-            "provider": "huggingface",
-            "config": {"model": embedder_dir, "embedding_dims": MINILM_DIMS, "model_kwargs": {"device": "cpu"}},
-        },
-        "vector_store": {
-            "provider": "faiss",
-            "config": {
-                "collection_name": "mem0",
-                "path": str(store_dir / "faiss"),
-                "distance_strategy": "cosine",
-                "embedding_model_dims": MINILM_DIMS,
-            },
-        },
-        "history_db_path": str(store_dir / "history.db"),
-        "custom_instructions": custom_instructions or None,
-    }
-
-
-def _install_session_date_patch() -> None:
-    """Give Mem0's prompt the session date instead of today's date.
-
-    mem0ai 2.x's open-source ``add`` refuses a ``timestamp`` ("platform only") and fills the
-    prompt's Observation/Current Date with the wall clock. For LoCoMo the session date is the
-    right "now" (relative dates like "last week" resolve against it), and a fixed date keeps
-    the request, and so the response cache, stable from day to day.
-    """
-    import mem0.memory.main as mem0_main
-
-    original = mem0_main.generate_additive_extraction_prompt
-    if getattr(original, "_mosaic_session_date", False):
-        return
-
-    def build(*args: Any, **kwargs: Any) -> str:
-        date = _SESSION_DATE.get()
-        if date:
-            kwargs.setdefault("timestamp", date)
-            kwargs.setdefault("current_date", date)
-        return original(*args, **kwargs)
-
-    build._mosaic_session_date = True  # type: ignore[attr-defined]
-    mem0_main.generate_additive_extraction_prompt = build
-
-
-def _parses_as_mem0_json(text: str) -> bool:
-    """Mirror Mem0's own parsing so that output it silently drops is counted as a failure here."""
-    from mem0.memory.utils import extract_json, remove_code_blocks
-
-    body = remove_code_blocks(text or "")
-    if not body.strip():
-        return True  # Mem0 treats an empty answer as "nothing to extract"
-    for candidate in (body, extract_json(body)):
-        try:
-            return isinstance(json.loads(candidate, strict=False), dict)
-        except (json.JSONDecodeError, TypeError):
-            continue
-    return False
 
 
 @dataclass(frozen=True)
@@ -283,12 +201,12 @@ class Mem0Memory:
         from mem0 import Memory
 
         if self.session_date_as_observation_date:
-            _install_session_date_patch()
+            install_session_date_patch()
         config = mem0_config(
             api_base=self.llm.api_base,
             model_id=self.llm.model_id,
             api_key=self.llm.api_key,
-            embedder_dir=_embedder_dir(self.embedder),
+            embedder_dir=local_embedder_dir(self.embedder),
             store_dir=store_dir,
             max_tokens=self.max_tokens,
             llm_provider=self.llm_provider,
@@ -394,18 +312,18 @@ class Mem0Memory:
         metadata: dict[str, Any] = {"source_turn_ids": turn_ids, "speaker": speaker}
         if when:
             metadata["session_time"] = when
-        token = _SESSION_DATE.set(when)
+        token = SESSION_DATE.set(when)
         try:
             with self.tap.scoped() as meter:
                 out = self.memory_for(namespace).add(speaker_messages(batch, speaker), user_id=user_id, metadata=metadata)
         finally:
-            _SESSION_DATE.reset(token)
+            SESSION_DATE.reset(token)
         results = out.get("results", []) if isinstance(out, dict) else list(out or [])
         with self._lock:
             part = mem0_results_to_report(results, new_text, turn_ids, lambda mid: self._sources.get(mid, []))
             for item in part.stored:
                 self._sources[item.memory_id] = list(turn_ids)
-        if meter.snapshot().calls and not _parses_as_mem0_json(self.tap.last_text):
+        if meter.snapshot().calls and not parses_as_mem0_json(self.tap.last_text):
             part.failures += 1  # Mem0 logs and drops unparsable extraction output
         return part
 
@@ -492,13 +410,3 @@ class Mem0Memory:
                     )
                 )
         return items
-
-
-def _embedder_dir(embedder: Any) -> str:
-    """The harness embedder's local model folder (the packaged all-MiniLM-L6-v2 by default)."""
-    path = getattr(embedder, "model_path", None)
-    if path and Path(path).exists():
-        return str(path)
-    from core.embed import packaged_model_dir
-
-    return str(packaged_model_dir())

@@ -2,8 +2,9 @@
 
 The harness starts everything itself: the tool-call layer (core.llm.tool_calls, in-process, in
 front of the harness LLM and the local MiniLM embedder) and ``letta server`` from ``.venv-letta``
-(scripts/setup_letta.sh) as a ``ManagedProcess`` with ``HOME`` in the run folder, so its SQLite
-database lives with the run and a killed run resumes against it. One Letta agent per namespace.
+(scripts/setup_letta.sh) with ``HOME`` in the run folder, so its SQLite database lives with the run and a
+killed run resumes against it (``baselines.letta_server``). One Letta agent per namespace; what an add changed
+is read from the agent's tool calls and archival memory (``baselines.letta_events``).
 
 Ingest modes: ``messages`` (each turn is a user message to the agent, dated with its session; the
 agent itself decides what goes to core and archival memory: MemGPT's behaviour) and ``archival``
@@ -26,11 +27,8 @@ import hashlib
 import json
 import logging
 import os
-import sqlite3
-import subprocess
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -38,171 +36,20 @@ from typing import Any
 
 import httpx
 
-from core.api import AddReport, ConflictEvent, LLMUsage, Retrieved, StoredItem, Turn
+from core.api import AddReport, LLMUsage, Retrieved, StoredItem, Turn
 from core.atomic import write_json_atomic
 from core.llm import retry_policy, usage_since
-from core.llm.local_server import free_port
 from core.llm.tool_calls import ROUTE_TAG, ToolCallServer
 from core.paths import file_safe_name
-from core.servers import ManagedProcess
 from core.turn_costs import TurnCosts
 
 from baselines.letta_canonical import LettaClock, LettaRequests
+from baselines.letta_events import add_events, assistant_text, tool_calls_in
+from baselines.letta_server import REPO, LettaError, LettaServer, ensure_letta
 
 log = logging.getLogger(__name__)
 
-REPO = Path(__file__).resolve().parents[1]
-# Builds .venv-letta (Letta 0.11.7 in its own venv, its pins clash with ours); only system=memgpt needs it, so
-# the set-up leaves it to the first use (or `bash scripts/setup.sh --with-letta`).
-LETTA_SETUP = REPO / "scripts" / "setup_letta.sh"
-MANAGED_LETTA = REPO / ".venv-letta" / "bin" / "letta"
-
-
-def ensure_letta(letta_path: str, setup_script: Path = LETTA_SETUP, managed: Path = MANAGED_LETTA) -> None:
-    """Build the Letta environment on first use when ``letta_path`` is the one the set-up script makes.
-
-    A ``letta_bin`` pointing elsewhere is the user's own install: a missing one is an error, not a build.
-    A file lock keeps two runs from building it at once; the second waits and finds it built."""
-    if Path(letta_path).exists():
-        return
-    if Path(letta_path).resolve() != managed.resolve():
-        raise FileNotFoundError(f"system.letta_bin={letta_path} is missing: install Letta 0.11.7 there, or use the default .venv-letta/bin/letta (built on first use)")
-    from filelock import FileLock
-
-    venv = managed.parents[1]
-    setup_log = venv.with_name(venv.name + "-setup.log")
-    with FileLock(str(venv.with_name(venv.name + ".lock"))):
-        if Path(letta_path).exists():
-            return
-        log.warning("building the Letta 0.11.7 environment in %s on first use of system=memgpt (about 90 s, once; log: %s)", venv, setup_log)
-        with open(setup_log, "w") as out:
-            done = subprocess.run(["bash", str(setup_script)], cwd=setup_script.parents[1], stdout=out, stderr=subprocess.STDOUT, check=False)
-        if done.returncode != 0 or not Path(letta_path).exists():
-            raise RuntimeError(f"building {venv} failed (exit {done.returncode}): see {setup_log}, then rerun `bash scripts/setup_letta.sh`")
 STEP_PURPOSE = "memgpt.step"
-
-# Tool calls that rewrite core memory (Letta's v1 and v2 memory tools): the old text they replace.
-CORE_REWRITES = {"core_memory_replace": ("old_content", "new_content"), "memory_replace": ("old_str", "new_str")}
-CORE_ADDS = {"core_memory_append": "content", "memory_insert": "new_str"}
-
-
-# -- SQLite schema fix (unit-tested) -----------------------------------------------------------
-def fix_archives_agents_default(db_path: str | Path) -> bool:
-    """Letta 0.11.x on SQLite declares ``archives_agents.created_at DEFAULT 'now()'`` (a literal string),
-    so every archival insert fails with "Invalid isoformat string". Rebuild that table with
-    ``DEFAULT CURRENT_TIMESTAMP``, keeping its rows. Returns whether a fix was applied (False if the
-    table is already right). Safe while the server runs: SQLite re-prepares on a schema change."""
-    with sqlite3.connect(db_path, timeout=60) as con:
-        row = con.execute("SELECT sql FROM sqlite_master WHERE type='table' AND name='archives_agents'").fetchone()
-        if row is None:
-            raise RuntimeError(f"{db_path} has no archives_agents table: start the Letta server once before the fix")
-        if "'now()'" not in row[0]:
-            return False
-        fixed_sql = row[0].replace("DEFAULT 'now()'", "DEFAULT CURRENT_TIMESTAMP").replace(
-            "CREATE TABLE archives_agents", "CREATE TABLE archives_agents_fixed", 1)
-        con.execute("PRAGMA foreign_keys=OFF")
-        con.executescript(
-            "BEGIN;"
-            f"{fixed_sql};"
-            "INSERT INTO archives_agents_fixed SELECT * FROM archives_agents;"
-            "DROP TABLE archives_agents;"
-            "ALTER TABLE archives_agents_fixed RENAME TO archives_agents;"
-            "COMMIT;"
-        )
-    return True
-
-
-# -- what an add changed (unit-tested) ---------------------------------------------------------
-def tool_calls_in(messages: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
-    """(name, arguments) of each tool call in a Letta response's messages."""
-    calls = []
-    for message in messages:
-        if message.get("message_type") != "tool_call_message":
-            continue
-        call = message.get("tool_call") or {}
-        try:
-            arguments = json.loads(call.get("arguments") or "{}")
-        except json.JSONDecodeError:
-            arguments = {}
-        calls.append((str(call.get("name")), arguments if isinstance(arguments, dict) else {}))
-    return calls
-
-
-def assistant_text(messages: list[dict[str, Any]]) -> str:
-    """What the agent said to the user (send_message, as Letta's assistant messages)."""
-    texts = [m.get("content") for m in messages if m.get("message_type") == "assistant_message"]
-    return "\n".join(t if isinstance(t, str) else json.dumps(t) for t in texts if t)
-
-
-def add_events(
-    turn: Turn,
-    calls: list[tuple[str, dict[str, Any]]],
-    passages_before: dict[str, str],
-    passages_after: dict[str, str],
-    passage_turns: dict[str, list[str]],
-) -> tuple[list[StoredItem], list[ConflictEvent]]:
-    """Stored items and update events of one turn's add.
-
-    New archival passages and core-memory additions are stored items; core-memory replacements
-    and archival passages that disappeared are ``update`` events (MemGPT's only way of revising
-    what it holds; it has no contradiction verdict of its own).
-    """
-    stored = [StoredItem(pid, text, [turn.turn_id]) for pid, text in passages_after.items() if pid not in passages_before]
-    events: list[ConflictEvent] = []
-    for name, arguments in calls:
-        label = str(arguments.get("label", "core"))
-        if name in CORE_REWRITES:
-            old_key, new_key = CORE_REWRITES[name]
-            new_text = str(arguments.get(new_key, ""))
-            stored.append(StoredItem(f"core:{label}", new_text, [turn.turn_id]))
-            events.append(ConflictEvent(
-                new_text=new_text, old_text=str(arguments.get(old_key, "")), verdict="update",
-                reason=f"memgpt {name}: replaced text in core memory block {label!r}",
-                new_source_turn_ids=[turn.turn_id], old_memory_id=f"core:{label}"))
-        elif name == "memory_rethink":
-            stored.append(StoredItem(f"core:{label}", str(arguments.get("new_memory", "")), [turn.turn_id]))
-            events.append(ConflictEvent(
-                new_text=str(arguments.get("new_memory", "")), old_text="", verdict="update",
-                reason=f"memgpt memory_rethink: rewrote core memory block {label!r}",
-                new_source_turn_ids=[turn.turn_id], old_memory_id=f"core:{label}"))
-        elif name in CORE_ADDS:
-            stored.append(StoredItem(f"core:{label}", str(arguments.get(CORE_ADDS[name], "")), [turn.turn_id]))
-    for pid, old_text in passages_before.items():
-        if pid not in passages_after:
-            events.append(ConflictEvent(
-                new_text=turn.text, old_text=old_text, verdict="update",
-                reason="memgpt: archival passage deleted during this add",
-                new_source_turn_ids=[turn.turn_id], old_source_turn_ids=list(passage_turns.get(pid, [])), old_memory_id=pid))
-    return stored, events
-
-
-# Requests that change nothing on the server, so sending one twice is safe.
-IDEMPOTENT_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
-
-
-def send_over_fresh_connection_if_reset(
-    http: httpx.Client, reconnect: Callable[[], httpx.Client], method: str, path: str, **kwargs: Any
-) -> tuple[httpx.Client, httpx.Response]:
-    """Send one request; return the client to use from now on and the response.
-
-    Letta's server (uvicorn) closes a connection after an unhandled error (its 500s), so the next request on
-    that pooled connection can be reset before the server reads it (seen live: a failed turn's 500, then
-    the adapter's archival listing died with "Connection reset by peer" and took the run with it). After
-    any 5xx the client is replaced, so no later request reuses that connection, and an idempotent request
-    that meets a reset or a closed connection is sent once more on a new client. A POST is never re-sent:
-    it may have reached the agent."""
-    try:
-        response = http.request(method, path, **kwargs)
-    except (httpx.ReadError, httpx.RemoteProtocolError, httpx.WriteError):
-        if method.upper() not in IDEMPOTENT_METHODS:
-            raise
-        http.close()
-        http = reconnect()
-        response = http.request(method, path, **kwargs)
-    if response.status_code >= 500:
-        http.close()
-        http = reconnect()
-    return http, response
 
 
 def message_for(turn: Turn, template: str) -> str:
@@ -312,21 +159,16 @@ class MemGPTMemory:
         self._clocks: dict[str, LettaClock] = {}  # per endpoint tag: the agent's "now", the session time of the turn it processes
         self._prompt_messages: dict[str | None, int] = {}  # per tag: messages in Letta's latest request (a drop: Letta evicted)
         self._lock = threading.RLock()  # server start, ledgers, clocks, counters
-        self._local = threading.local()  # one HTTP client per thread
         self.retry = retry_policy(retry)  # tries per tool call (the harness's one retry mechanism, core.llm.RetryPolicy)
         self.tools = ToolCallServer(llm, embedder=embedder, purpose=STEP_PURPOSE, retry=self.retry,
                                    max_tokens_cap=max_tokens, string_max_chars=tool_string_max_chars,
                                    request_log=str(self.workdir / "tool_requests.jsonl"), canonical_request=self._canonical)
-        self.home = self.workdir / "letta_home"
+        self.server = LettaServer(self._letta_path, self.workdir, start_timeout_s, request_timeout_s, stop_grace_s)
         self.ledger_dir = self.workdir / "memgpt_ledger"
         self.turn_costs = TurnCosts(self.workdir)  # per turn, as it finishes: a stopped run still has its cost
-        self._server: ManagedProcess | None = None
-        self._generation = 0  # server starts so far: a thread's HTTP client belongs to one
-        self._clients: list[httpx.Client] = []  # every thread's client, closed by close()
         self._ledgers: dict[str, _Ledger] = {}
         self._pending_reset: set[str] = set()
         self.resumed_turns_skipped = 0
-        self.schema_fixed = False
         self.snapshot_method = "export/import"
         self.n_snapshots = 0
         self._turn_records: list[dict[str, Any]] = []  # per turn sent in this invocation: seconds, tokens, prefix reuse
@@ -345,32 +187,17 @@ class MemGPTMemory:
     # -- lifecycle --------------------------------------------------------------------------
     @property
     def base_url(self) -> str:
-        if self._server is None or not self._server.running:
+        if not self.server.running:
             with self._lock:
-                if self._server is None or not self._server.running:
+                if not self.server.running:
                     self.start()
-        return self._base_url
+        return self.server.base_url
 
     def start(self) -> None:
+        """Build Letta's environment if missing, start the tool-call layer, then the Letta server (baselines.letta_server)."""
         ensure_letta(self._letta_path)
         self.tools.start()
-        port = free_port()
-        self._base_url = f"http://127.0.0.1:{port}"
-        self.home.mkdir(parents=True, exist_ok=True)
-        env = {"HOME": str(self.home), "OPENAI_API_KEY": "sk-no-key-needed", "LETTA_TELEMETRY_DISABLED": "true",
-               "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost"}
-        env.pop("LETTA_PG_URI", None)
-        self._server = ManagedProcess(
-            "letta server", [self._letta_path, "server", "--host", "127.0.0.1", "--port", str(port)],
-            healthy=lambda: httpx.get(f"{self._base_url}/v1/health/", timeout=5, trust_env=False).status_code == 200,
-            log_path=self.workdir / "letta_server.log", env=env, cwd=self.home,  # it writes openapi_letta.json to its cwd
-            start_timeout_s=self.start_timeout_s, stop_grace_s=self.stop_grace_s)
-        started = time.perf_counter()
-        self._server.start()
-        self.start_s = round(time.perf_counter() - started, 1)
-        self.schema_fixed = fix_archives_agents_default(self.home / ".letta" / "sqlite.db") or self.schema_fixed
-        self._generation += 1  # a restarted server: every thread's client is renewed
-        log.info("letta server up in %.0f s on %s (schema fix applied: %s)", self.start_s, self._base_url, self.schema_fixed)
+        self.server.start()
 
     def close(self) -> None:
         """Stop in the order of calls, waiting for no generation: the tool-call layer refuses new steps and
@@ -378,34 +205,13 @@ class MemGPTMemory:
         Letta gets SIGTERM (SIGKILL after ``stop_grace_s``), then the tool-call server stops. The LLM client
         is the runner's to close, after this."""
         self.tools.begin_close()
-        with self._lock:
-            for http in self._clients:
-                http.close()
-            self._clients = []
-        if self._server is not None:
-            self._server.stop()
-            self._server = None
+        self.server.close_clients()
+        self.server.stop()
         self.tools.close()
-
-    def _new_http(self) -> httpx.Client:
-        return httpx.Client(base_url=self._base_url, timeout=self.request_timeout_s, trust_env=False)
-
-    def _thread_http(self) -> httpx.Client:
-        """This thread's client to Letta (httpx clients are shared safely, but one may be replaced after a 5xx)."""
-        local = self._local
-        if getattr(local, "http", None) is None or getattr(local, "generation", None) != self._generation:
-            local.http, local.generation = self._new_http(), self._generation
-            with self._lock:
-                self._clients.append(local.http)
-        return local.http
 
     def _request(self, method: str, path: str, **kwargs: Any) -> Any:
         self.base_url  # noqa: B018 - starts the server on first use
-        self._local.http, response = send_over_fresh_connection_if_reset(self._thread_http(), self._new_http, method, path, **kwargs)
-        if response.status_code >= 400:
-            raise LettaError(f"Letta {method} {path} answered {response.status_code}: {response.text[:500]} "
-                             f"(server log: {self.workdir / 'letta_server.log'})")
-        return response.json() if response.content else None
+        return self.server.request(method, path, **kwargs)
 
     # -- agents and the on-disk ledger --------------------------------------------------------
     def _ledger_path(self, namespace: str) -> Path:
@@ -645,9 +451,9 @@ class MemGPTMemory:
             "tool_calls": self.tools.stats.__dict__,
             "resumed_turns_skipped": self.resumed_turns_skipped,
             "failed_turns": sum(len(l.failed_turn_ids) for l in self._ledgers.values()),
-            "sqlite_schema_fix_applied": self.schema_fixed,
+            "sqlite_schema_fix_applied": self.server.schema_fixed,
             "snapshot_method": self.snapshot_method,
-            "server_start_s": getattr(self, "start_s", None),
+            "server_start_s": self.server.start_s,
             "context_window": self.context_window,
             "clock": "session time of the turn being processed (baselines/letta_canonical.py)",
             "prefix_reuse": prefix_reuse(self._turn_records),
@@ -665,8 +471,4 @@ def prefix_reuse(turns: list[dict[str, Any]]) -> dict[str, Any]:
     mean = lambda rows: round(sum(float(t["seconds"]) for t in rows) / len(rows), 2) if rows else None  # noqa: E731
     return {"prompt_tokens": prompt, "server_cached_prompt_tokens": cached, "share": round(cached / prompt, 4) if prompt else None,
             "turns": len(turns), "mean_seconds_first_half": mean(turns[:half]), "mean_seconds_second_half": mean(turns[half:])}
-
-
-class LettaError(RuntimeError):
-    """The Letta server answered an error; the message names the request and the server's log."""
 

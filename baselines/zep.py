@@ -25,14 +25,13 @@ per-worker copies) has its ``group_id`` rewritten to that namespace's.
 
 Conflict signal: graphiti expires an edge that a contradicting edge supersedes. Which edge it
 expires depends on the edges' ``valid_at``; both outcomes are recorded as graphiti decided them
-(``invalidations_to_report``): the held edge expired -> ``update``; the new edge expired because a
+(``baselines.zep_invalidations``): the held edge expired -> ``update``; the new edge expired because a
 held edge has a later ``valid_at`` -> ``reject`` (the held fact stays current).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import json
 import logging
 import os
@@ -44,10 +43,11 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any, Callable, Literal, Mapping
+from typing import Any, Callable, Mapping
 
 from baselines.zep_graphiti import MINILM_DIMS, graphiti_clients, graphiti_llm_client
-from core.api import AddReport, ConflictEvent, Retrieved, StoredItem, Turn
+from baselines.zep_invalidations import INVALIDATIONS, EdgeInvalidation, install_invalidation_recorder, invalidations_to_report, iso
+from core.api import AddReport, Retrieved, StoredItem, Turn
 from core.atomic import write_text_atomic
 from core.llm import RetryPolicy, retry_policy
 from core.llm.library_tap import LibraryLLMTap
@@ -66,10 +66,6 @@ RERANKER = "embedding-cosine (local MiniLM; graphiti's BGE reranker needs a hub 
 # itself lives in FalkorDB, which nothing reads back once the run's server is gone; eval/view shows this copy).
 EDGES_FOLDER = "zep_edges"
 
-# Where graphiti's temporal invalidations during one add_episode are recorded.
-_INVALIDATIONS: contextvars.ContextVar[list["EdgeInvalidation"] | None] = contextvars.ContextVar("zep_invalidations", default=None)
-
-
 def graphiti_version() -> str:
     from importlib.metadata import version
 
@@ -83,107 +79,6 @@ def row_label() -> str:
 def group_name(namespace: str) -> str:
     """A FalkorDB graph / graphiti group id (ASCII letters, digits, ``-`` and ``_`` only)."""
     return re.sub(r"[^A-Za-z0-9_-]", "_", namespace)
-
-
-# ------------------------------------------------------------------------- invalidations
-@dataclass(frozen=True)
-class EdgeInvalidation:
-    """One temporal invalidation graphiti made while adding an episode.
-
-    ``held_edge_expired``: the new edge's fact superseded a held edge (the held one got invalid_at).
-    ``new_edge_expired``: a held edge it contradicts starts later, so graphiti expired the new edge
-    and kept the held one current.
-    """
-
-    kind: Literal["held_edge_expired", "new_edge_expired"]
-    new_edge_uuid: str
-    new_fact: str
-    held_edge_uuid: str
-    held_fact: str
-    held_episode_uuids: tuple[str, ...]
-    new_valid_at: str | None = None
-    held_valid_at: str | None = None
-
-
-def invalidations_to_report(
-    invalidations: list[EdgeInvalidation],
-    new_source_turn_ids: list[str],
-    turn_ids_of: Callable[[list[str]], list[str]],
-) -> AddReport:
-    """Map graphiti's invalidations onto AddReport conflict events against the held edge.
-
-    held edge expired -> ``update`` (new information wins); new edge expired by a later-starting
-    held edge -> ``reject`` (the held fact stays current, the new one is kept as history).
-    ``old_source_turn_ids`` are the turns of the episodes that created the held edge.
-    """
-    report = AddReport()
-    seen: set[tuple[str, str, str]] = set()
-    for inv in invalidations:
-        key = (inv.kind, inv.new_edge_uuid, inv.held_edge_uuid)
-        if key in seen:
-            continue
-        seen.add(key)
-        dates = f"held valid_at {inv.held_valid_at or 'unknown'}, new valid_at {inv.new_valid_at or 'unknown'}"
-        if inv.kind == "held_edge_expired":
-            verdict, target, reason = "update", report.updated, f"graphiti expired the held edge ({dates})"
-        else:
-            verdict, target, reason = "reject", report.rejected, f"graphiti expired the NEW edge and kept the held one current ({dates})"
-        target.append(
-            ConflictEvent(
-                new_text=inv.new_fact,
-                old_text=inv.held_fact,
-                verdict=verdict,  # type: ignore[arg-type]
-                reason=reason,
-                new_source_turn_ids=list(new_source_turn_ids),
-                old_source_turn_ids=turn_ids_of(list(inv.held_episode_uuids)),
-                old_memory_id=inv.held_edge_uuid,
-            )
-        )
-    return report
-
-
-def _iso(moment: datetime | None) -> str | None:
-    return moment.isoformat() if moment is not None else None
-
-
-def install_invalidation_recorder() -> None:
-    """Record what graphiti's ``_apply_temporal_invalidation`` decides (it returns only the held
-    edges it expired; whether it expired the new edge instead is visible only on the edge)."""
-    import graphiti_core.utils.maintenance.edge_operations as edge_operations
-
-    original = edge_operations._apply_temporal_invalidation
-    if getattr(original, "_mosaic_recorder", False):
-        return
-
-    def recorded(resolved_edge: Any, candidates: list[Any]) -> list[Any]:
-        arrived_expired = resolved_edge.expired_at is not None or resolved_edge.invalid_at is not None
-        invalidated = original(resolved_edge, candidates)
-        sink = _INVALIDATIONS.get()
-        if sink is None:
-            return invalidated
-        if not arrived_expired and resolved_edge.expired_at is not None:
-            superseding = [c for c in candidates if c.valid_at is not None and c.valid_at == resolved_edge.invalid_at]
-            for held in superseding[:1]:
-                sink.append(_invalidation("new_edge_expired", resolved_edge, held))
-        for held in invalidated:
-            sink.append(_invalidation("held_edge_expired", resolved_edge, held))
-        return invalidated
-
-    recorded._mosaic_recorder = True  # type: ignore[attr-defined]
-    edge_operations._apply_temporal_invalidation = recorded
-
-
-def _invalidation(kind: str, new: Any, held: Any) -> EdgeInvalidation:
-    return EdgeInvalidation(
-        kind=kind,  # type: ignore[arg-type]
-        new_edge_uuid=str(new.uuid),
-        new_fact=str(new.fact),
-        held_edge_uuid=str(held.uuid),
-        held_fact=str(held.fact),
-        held_episode_uuids=tuple(held.episodes or ()),
-        new_valid_at=_iso(new.valid_at),
-        held_valid_at=_iso(held.valid_at),
-    )
 
 
 # ------------------------------------------------------------------------- the adapter
@@ -416,7 +311,7 @@ class ZepMemory:
         from graphiti_core.nodes import EpisodeType
 
         invalidations: list[EdgeInvalidation] = []
-        token = _INVALIDATIONS.set(invalidations)
+        token = INVALIDATIONS.set(invalidations)
         try:
             result = self._run(
                 space.graphiti.add_episode(
@@ -434,7 +329,7 @@ class ZepMemory:
                 self._episode_failures += 1
             return AddReport(failures=1)
         finally:
-            _INVALIDATIONS.reset(token)
+            INVALIDATIONS.reset(token)
         space.episode_turns[str(result.episode.uuid)] = turn.turn_id
         for inv in invalidations:  # graphiti stores no link from an expired edge to the edge that caused it
             expired, by = (inv.held_edge_uuid, inv.new_edge_uuid) if inv.kind == "held_edge_expired" else (inv.new_edge_uuid, inv.held_edge_uuid)
@@ -517,8 +412,8 @@ class ZepMemory:
         for e in edges:
             by = space.expired_by.get(str(e.uuid)) if e.expired_at is not None or e.invalid_at is not None else None
             lines.append(json.dumps({
-                "uuid": str(e.uuid), "group": space.group, "relation": e.name, "fact": e.fact, "valid_at": _iso(e.valid_at),
-                "invalid_at": _iso(e.invalid_at), "expired_at": _iso(e.expired_at), "created_at": _iso(e.created_at),
+                "uuid": str(e.uuid), "group": space.group, "relation": e.name, "fact": e.fact, "valid_at": iso(e.valid_at),
+                "invalid_at": iso(e.invalid_at), "expired_at": iso(e.expired_at), "created_at": iso(e.created_at),
                 "episodes": list(e.episodes or []), "source_turn_ids": self._turn_ids(space, list(e.episodes or [])),
                 "expired_by": by if by in held else None,
             }, ensure_ascii=False) + "\n")  # fmt: skip
@@ -576,7 +471,7 @@ def render_search(group: str, edges: list[Any], nodes: list[Any], turn_ids_of: C
             Retrieved(
                 text=f"{edge.fact} (Date range: {_date_range(edge)})",
                 score=2.0 - rank / (len(edges) + 1),
-                timestamp=_iso(edge.valid_at),
+                timestamp=iso(edge.valid_at),
                 source_turn_ids=turn_ids_of(list(edge.episodes or [])),
                 memory_id=str(edge.uuid),
             )

@@ -3,9 +3,10 @@
 Write path per turn: extract entities (one LLM call) -> confidence gate and belief update
 -> save-time conflict check against the k nearest entities and their graph neighbours
 -> apply the decision (update: the old entity is superseded and its history kept; reject:
-the new entity is dropped; flag: both are marked for review) -> graph, communities, node
-scores (NCS), persistent store. Read path: retriever over the graph, re-ranked with the
-node score. Every LLM call is counted per turn and by purpose (extraction, belief, conflict).
+the new entity is dropped; flag: both are marked for review; ``mosaic.decisions``) -> graph, communities,
+node scores (NCS), persistent store (``mosaic.namespace`` says what a namespace saves). Read path: retriever
+over the graph, re-ranked with the node score; the hits it adds and how they read: ``mosaic.search_hits``.
+Every LLM call is counted per turn and by purpose (extraction, belief, conflict).
 
 The parts are built from conf/system/mosaic.yaml: each block is a Hydra ``_target_`` with
 ``_partial_: true``, so the memory receives constructors and calls them with the LLM or
@@ -21,26 +22,26 @@ import copy
 import dataclasses
 import logging
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Literal
 
-import numpy as np
-
-from core.api import AddReport, ConflictEvent, Retrieved, StoredItem, Turn
+from core.api import AddReport, LLMUsage, Retrieved, StoredItem, Turn
 from core.config_check import ConfigKeyError, Count, Share, Size
 from core.embed import Embedder
 from core.llm import GuardedLLM, LLMClient, RetryPolicy, own_usage, retry_policy, usage_since
 from mosaic.accounting import MosaicAccounting, Work
 from mosaic.communities import Communities
 from mosaic.conflict import ConflictDecision, ConflictDetector
+from mosaic.decisions import apply_decisions
 from mosaic.entity import Entity
 from mosaic.extract import EntityExtractor
 from mosaic.gate import ClarificationItem, ConfidenceGate
 from mosaic.graph import ACTIVE_STATUSES, MemoryGraph
+from mosaic.namespace import Namespace, load_state, state_of
 from mosaic.settings import combination_problems
 from mosaic.retrieval import Retriever
 from mosaic.scoring import NodeScorer
+from mosaic.search_hits import render, source_turns, superseded_hits, with_turn_matches
 from mosaic.store import MemoryStore, file_safe_name
 from core.quantities import same_slot, values_match
 
@@ -49,25 +50,6 @@ log = logging.getLogger(__name__)
 # What a search does with a superseded memory (``superseded``): hide it (the paper's search, every published row), or
 # return it beside the current ones, marked outdated with the date it was replaced (how an API with history shows it)
 Superseded = Literal["hide", "mark"]
-
-
-@dataclass
-class _Namespace:
-    graph: MemoryGraph
-    communities: Communities
-    scorer: NodeScorer
-    retriever: Retriever
-    detector: ConflictDetector | None = None  # None when conflict.enabled is false
-    queue: list[ClarificationItem] = field(default_factory=list)
-    rejected: list[dict[str, Any]] = field(default_factory=list)  # dropped newcomers, kept for audit only
-    cost_log: list[dict[str, Any]] = field(default_factory=list)
-    last_turn: Turn | None = None
-    retriever_dirty: bool = True
-    # every ingested turn's text by turn id (provenance retrieval shows the turns an entity came from)
-    turns: dict[str, dict[str, Any]] = field(default_factory=dict)
-    # the counters this object had when it was restored from a snapshot: the snapshot's history (its cost
-    # rows) and the rebuild on load (a Leiden run, a full refresh) are not work this namespace did since
-    restored_from: Work | None = None
 
 
 def _built(block: str, make: Callable[..., Any], **late: Any) -> Any:
@@ -149,7 +131,7 @@ class MosaicMemory:
             self._prototype.retriever.check_dim(int(embedder.dim))
         except ValueError as err:
             raise ConfigKeyError(f"system.retrieval: {err}") from err
-        self._spaces: dict[str, _Namespace] = {}
+        self._spaces: dict[str, Namespace] = {}
         # counters, cost rows and the reports made from them (mosaic.accounting); ``stats``: the write-path counters
         self.accounting = MosaicAccounting()
         self.stats = self.accounting.write  # every namespace adds to it, possibly at once
@@ -163,8 +145,8 @@ class MosaicMemory:
         detector = _built("conflict", self.make_conflict, llm=self.llm)
         return detector if detector.enabled else None
 
-    def _new_namespace(self) -> _Namespace:
-        return _Namespace(
+    def _new_namespace(self) -> Namespace:
+        return Namespace(
             graph=_built("graph", self.make_graph, embedder=self.embedder),
             communities=_built("communities", self.make_communities),
             scorer=_built("scoring", self.make_scoring),
@@ -172,7 +154,7 @@ class MosaicMemory:
             detector=self._new_detector(),
         )
 
-    def _space(self, namespace: str) -> _Namespace:
+    def _space(self, namespace: str) -> Namespace:
         if namespace not in self._spaces:
             space = self._new_namespace()
             self._spaces[namespace] = space
@@ -211,7 +193,7 @@ class MosaicMemory:
         self._save(namespace, space)
         return report
 
-    def _extract_ahead(self, space: _Namespace, groups: list[tuple[list[Turn], str | None]]) -> list[tuple[Any, LLMUsage, float]] | None:
+    def _extract_ahead(self, space: Namespace, groups: list[tuple[list[Turn], str | None]]) -> list[tuple[Any, LLMUsage, float]] | None:
         """With ``extract.concurrent_calls`` > 1, every turn's extraction call of this add, made before the first
         write, several at a time (measured: results/bench/llm_settings_quickstart.md). Each job carries the previous turn one-by-one writing
         would show it (``_add_group``'s rule), so the requests are the same; None when off or not possible."""
@@ -243,7 +225,7 @@ class MosaicMemory:
         return groups
 
     def _add_group(
-        self, space: _Namespace, turns: list[Turn], session_time: str | None, check_conflicts: bool = True,
+        self, space: Namespace, turns: list[Turn], session_time: str | None, check_conflicts: bool = True,
         ahead: tuple[Any, LLMUsage, float] | None = None,
     ) -> AddReport:
         """Write one group. ``ahead``: its extraction, already made by ``_extract_ahead``, with that call's usage and seconds."""
@@ -322,7 +304,7 @@ class MosaicMemory:
         space.cost_log.extend(self.accounting.cost_rows(turns, extractions, report, seconds))
         return report
 
-    def _held_for_proposal(self, space: _Namespace, turn: Turn) -> list[Entity]:
+    def _held_for_proposal(self, space: Namespace, turn: Turn) -> list[Entity]:
         """Write-cost variant (``extract.held_facts`` > 0): the active entities nearest the turn's text that
         the extraction call is shown, so it can propose which one a new fact clashes with. None when
         off, when there is no conflict check, or when nothing held is as similar as a conflict candidate."""
@@ -332,7 +314,7 @@ class MosaicMemory:
         return [entity for entity, similarity in nearest if similarity >= space.detector.min_similarity]
 
     def _commit(
-        self, space: _Namespace, entity: Entity, vector: Any, report: AddReport, competing: list[str] = (), check: bool = True,
+        self, space: Namespace, entity: Entity, vector: Any, report: AddReport, competing: list[str] = (), check: bool = True,
         proposed: list[Entity] | None = None, decisions: list[ConflictDecision] | None = None,
     ) -> set[str] | None:
         """Run the conflict check (unless ``check`` is off) and apply its decisions; returns changed ids, or None if rejected.
@@ -346,66 +328,7 @@ class MosaicMemory:
         if detector is not None:
             held = [graph.entity(i) for i in competing if i in graph]
             decisions += detector.belief_decisions(entity, held, {d.old_id for d in decisions})
-        live = []
-        for d in decisions:
-            if d.old_id in graph and graph.entity(d.old_id).status in ACTIVE_STATUSES:
-                live.append(d)
-            else:
-                self.stats.add("stale_decisions")
-        rejects = [d for d in live if d.verdict == "reject"]
-        if rejects:
-            for d in rejects:
-                report.rejected.append(self._event(entity, graph.entity(d.old_id), d))
-            entity.history.append({"event": "rejected", "by": [d.old_id for d in rejects], "reason": rejects[0].reason})
-            space.rejected.append(entity.to_dict())
-            self.stats.add("rejected")
-            return None
-        flags = [d for d in live if d.verdict == "flag"]
-        if flags:
-            entity.status = "flagged"
-        changed = graph.add_entity(entity, vector)
-        for d in live:
-            old = graph.entity(d.old_id)
-            event = self._event(entity, old, d)
-            if d.verdict == "update":
-                entity.history.extend(old.history)
-                entity.history.append({
-                    "entity_id": old.entity_id, "text": old.text, "value": old.value, "confidence": old.confidence,
-                    "session_time": old.session_time, "source_turn_ids": list(old.source_turn_ids),
-                    "belief": dict(old.belief), "superseded_by": entity.entity_id,
-                    "conflict_type": d.conflict_type, "reason": d.reason,
-                })
-                old.history.append({"event": "superseded", "by": entity.entity_id, "reason": d.reason, "session_time": entity.session_time})
-                changed |= graph.transfer_prerequisites(old.entity_id, entity.entity_id)
-                if self.hand_over_edges:
-                    changed |= graph.transfer_associations(old.entity_id, entity.entity_id)
-                changed |= graph.set_status(old.entity_id, "superseded")
-                report.updated.append(event)
-                self.stats.add("updated")
-            elif d.verdict == "flag":
-                old.history.append({"event": "flagged", "with": entity.entity_id, "reason": d.reason, "session_time": entity.session_time})
-                entity.history.append({"event": "flagged", "with": old.entity_id, "reason": d.reason})
-                changed |= graph.set_status(old.entity_id, "flagged")
-                report.flagged.append(event)
-                self.stats.add("flagged")
-        report.stored.append(StoredItem(entity.entity_id, entity.text, list(entity.source_turn_ids), entity.fact_id))
-        self.stats.add("committed")
-        return changed
-
-    @staticmethod
-    def _event(new: Entity, old: Entity, decision: ConflictDecision) -> ConflictEvent:
-        return ConflictEvent(
-            new_text=new.text,
-            old_text=old.text,
-            verdict=decision.verdict,
-            conflict_type=decision.conflict_type,
-            reason=decision.reason,
-            new_source_turn_ids=list(new.source_turn_ids),
-            old_source_turn_ids=list(old.source_turn_ids),
-            old_memory_id=old.entity_id,
-            new_fact_id=new.fact_id,
-            old_fact_id=old.fact_id,
-        )
+        return apply_decisions(space, entity, vector, decisions, report, self.stats, self.hand_over_edges)
 
     def search(self, namespace: str, query: str, k: int) -> list[Retrieved]:
         space = self._space(namespace)
@@ -421,7 +344,7 @@ class MosaicMemory:
         pool = max(self.search_pool_factor * k, k + self.search_pool_extra)
         hits = space.retriever.search(query_vector, query, pool)
         if space.retriever.match_source_turns:
-            hits = self._with_turn_matches(space, query_vector, hits, pool)
+            hits = with_turn_matches(space, query_vector, hits, pool)
         ranked: list[tuple[float, Entity]] = []
         for entity_id, similarity in hits:
             if entity_id not in space.graph:
@@ -435,71 +358,18 @@ class MosaicMemory:
                 node_score = 0.0
             ranked.append(((1 - self.search_weight) * float(similarity) + self.search_weight * node_score, entity))
         if self.superseded == "mark":
-            ranked += self._superseded_hits(space, query_vector)
+            ranked += superseded_hits(space, query_vector, self.search_weight)
         ranked.sort(key=lambda pair: -pair[0])
         top = ranked[:k]
         space.scorer.set_previous_query_entities([e.entity_id for _, e in top])
         shown: set[str] = set()  # provenance: each source turn's text once, with the best-ranked entity citing it
         out = []
         for score, e in top:
-            text = self._render(e)
+            text = render(e)
             if space.retriever.with_source_turns:
-                text += self._source_turns(space, e, shown)
+                text += source_turns(space, e, shown)
             out.append(Retrieved(text=text, score=score, timestamp=e.session_time, source_turn_ids=list(e.source_turn_ids), memory_id=e.entity_id))
         return out
-
-    def _superseded_hits(self, space: _Namespace, query_vector: Any) -> list[tuple[float, Entity]]:
-        """``superseded: mark``: every superseded entity scored by its similarity alone (it has no node score: it left the
-        graph), over an exact scan, since the retriever indexes what is believed now."""
-        old = [e for e in space.graph.entities(include_inactive=True) if e.status == "superseded"]
-        if not old:
-            return []
-        sims = np.vstack([space.graph.vector(e.entity_id) for e in old]) @ np.asarray(query_vector, dtype=np.float32)
-        floor = space.retriever.min_similarity
-        return [((1 - self.search_weight) * float(sim), e) for e, sim in zip(old, sims) if sim >= floor]
-
-    @staticmethod
-    def _with_turn_matches(space: _Namespace, query_vector: Any, hits: list[tuple[str, float]], pool: int) -> list[tuple[str, float]]:
-        """Provenance matching: a held entity's similarity is the best of its own text's and its source turns'.
-
-        The ``pool`` turns nearest the query bring in the held (active or flagged) entities extracted from
-        them; a turn none of whose entities is held brings nothing (memory answers from what it believes),
-        and superseded entities stay out as in every search."""
-        turns = space.retriever.turns
-        best = dict(hits)
-        for turn_id, similarity in turns.search(query_vector, pool):
-            for entity_id in turns.held.get(turn_id, ()):
-                if similarity > best.get(entity_id, float("-inf")):
-                    best[entity_id] = similarity
-                    space.retriever.stats["turn_matches"] += 1
-        return sorted(best.items(), key=lambda pair: -pair[1])
-
-    @staticmethod
-    def _source_turns(space: _Namespace, entity: Entity, shown: set[str]) -> str:
-        """The texts of ``entity``'s source turns not yet shown with a better-ranked entity (then marked shown).
-
-        Only retrieved (active or flagged) entities cite turns, so a superseded fact never brings its
-        own turn in; the answerer's shared budget still applies to the longer items."""
-        quotes = []
-        for turn_id in entity.source_turn_ids:
-            turn = space.turns.get(turn_id)
-            if turn is None or turn_id in shown:
-                continue
-            shown.add(turn_id)
-            quotes.append(f'{turn["speaker"]}: "{turn["text"].strip()}"')
-        return f" [said: {' | '.join(quotes)}]" if quotes else ""
-
-    @staticmethod
-    def _render(entity: Entity) -> str:
-        text = entity.text
-        if entity.time and entity.time not in text:
-            text += f" (time: {entity.time})"
-        if entity.status == "flagged":
-            text += " (disputed: conflicting reports held)"
-        if entity.status == "superseded":
-            when = next((h.get("session_time") for h in reversed(entity.history) if h.get("event") == "superseded"), None)
-            text += f" (outdated: replaced by a newer memory{f' on {when[:10]}' if when else ''})"
-        return text
 
     # -- Inspectable / clarification queue ---------------------------------------------
     def stored_items(self, namespace: str) -> list[StoredItem]:
@@ -577,40 +447,16 @@ class MosaicMemory:
         return report
 
     # -- Snapshottable / persistence -------------------------------------------------
-    def _state(self, space: _Namespace) -> dict[str, Any]:
-        last = space.last_turn
-        return {
-            "graph": space.graph.to_dict(),
-            "queue": [item.to_dict() for item in space.queue],
-            "rejected": copy.deepcopy(space.rejected),
-            "cost_log": copy.deepcopy(space.cost_log),
-            "last_turn": None if last is None else {"turn_id": last.turn_id, "speaker": last.speaker, "text": last.text, "session_time": last.session_time},
-            "turns": copy.deepcopy(space.turns),
-        }
+    def _load_state(self, space: Namespace, state: dict[str, Any]) -> None:
+        load_state(space, state, self.embedder, _built("communities", self.make_communities), _built("scoring", self.make_scoring))
 
-    def _load_state(self, space: _Namespace, state: dict[str, Any]) -> None:
-        space.graph = MemoryGraph.from_dict(state["graph"], self.embedder)
-        space.queue = [ClarificationItem.from_dict(q) for q in state.get("queue", [])]
-        space.rejected = copy.deepcopy(state.get("rejected", []))
-        space.cost_log = copy.deepcopy(state.get("cost_log", []))
-        last = state.get("last_turn")
-        space.last_turn = Turn(**last) if last else None
-        space.turns = copy.deepcopy(state.get("turns", {}))  # absent in memories written before provenance retrieval
-        space.communities = _built("communities", self.make_communities)
-        space.scorer = _built("scoring", self.make_scoring)
-        everything = {e.entity_id for e in space.graph.entities()}
-        if everything:
-            space.communities.update(space.graph, everything)
-            space.scorer.on_write(space.graph, space.communities, everything)
-        space.retriever_dirty = True
-
-    def _save(self, namespace: str, space: _Namespace) -> None:
+    def _save(self, namespace: str, space: Namespace) -> None:
         store = self._store(namespace)
         if store is not None:
-            store.save(self._state(space))
+            store.save(state_of(space))
 
     def snapshot(self, namespace: str) -> dict[str, Any]:
-        return copy.deepcopy(self._state(self._space(namespace)))
+        return copy.deepcopy(state_of(self._space(namespace)))
 
     def restore(self, namespace: str, state: dict[str, Any]) -> None:
         space = self._new_namespace()

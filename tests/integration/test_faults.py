@@ -1,4 +1,4 @@
-"""Fault injection: each numbered fault reproduced, and the fixed behaviour asserted.
+"""Fault injection: each fault reproduced, and the fixed behaviour asserted.
 
 The runs use a tiny LoCoMo slice (dev conversation conv-26, its first session, 3 questions) with
 ``system=rag`` and ``llm=openai_compat`` pointed at a misbehaving OpenAI-compatible server written for
@@ -99,7 +99,7 @@ def run_py(overrides: list[str], env: dict | None = None, **popen) -> subprocess
 
 
 # -- 1. stale results after the data changes ----------------------------------------------------------
-def test_1_changed_input_file_never_returns_old_results(server, tiny_locomo, tmp_path, embed_cache):
+def test_changed_input_file_never_returns_old_results(server, tiny_locomo, tmp_path, embed_cache):
     data = tmp_path / "locomo.json"
     data.write_bytes(tiny_locomo.read_bytes())
     overrides = overrides_for(server.url, data, tmp_path, embed_cache)
@@ -128,7 +128,7 @@ def test_1_changed_input_file_never_returns_old_results(server, tiny_locomo, tmp
     assert new_folder != folder and (folder / "metrics.json").exists()
 
 
-def test_1_rows_from_other_inputs_are_not_mixed_in(tmp_path):
+def test_rows_from_other_inputs_are_not_mixed_in(tmp_path):
     path = tmp_path / "predictions.jsonl"
     old = JsonlRows(path, input_hash="old")
     old.append({"key": "q0", "prediction": "a"})
@@ -153,7 +153,7 @@ def test_1_rows_from_other_inputs_are_not_mixed_in(tmp_path):
         ("resume.allow_code_change=maybe", "resume.allow_code_change"),
     ],
 )
-def test_2_invalid_values_fail_at_start_naming_the_key(override, key, server, tiny_locomo, tmp_path, embed_cache):
+def test_invalid_values_fail_at_start_naming_the_key(override, key, server, tiny_locomo, tmp_path, embed_cache):
     # a range the constructor's parameter type carries fails in the same check as the rule tables (ConfigKeyError
     # from core.config_check, ConfigError from eval's rules): both are the harness's one-line errors
     with pytest.raises(HarnessError, match=rf"{key}=.*must be"):
@@ -161,7 +161,7 @@ def test_2_invalid_values_fail_at_start_naming_the_key(override, key, server, ti
     assert server.calls == 0 and not (tmp_path / "results").exists()
 
 
-def test_2_invalid_value_exits_nonzero_with_one_line(server, tiny_locomo, tmp_path, embed_cache):
+def test_invalid_value_exits_nonzero_with_one_line(server, tiny_locomo, tmp_path, embed_cache):
     done = run_py(overrides_for(server.url, tiny_locomo, tmp_path, embed_cache, "benchmark.max_questions=-1"))
     assert done.returncode == 2
     assert "benchmark.max_questions=-1: must be an integer >= 1 or null" in done.stderr
@@ -169,7 +169,7 @@ def test_2_invalid_value_exits_nonzero_with_one_line(server, tiny_locomo, tmp_pa
 
 
 # -- 3. the response cache keeps bad answers --------------------------------------------------------------
-def test_3_bad_responses_are_counted_never_cached(server, tiny_locomo, tmp_path, embed_cache):
+def test_bad_responses_are_counted_never_cached(server, tiny_locomo, tmp_path, embed_cache):
     overrides = overrides_for(server.url, tiny_locomo, tmp_path, embed_cache)
     server.mode = "empty"
     bad = run_with(overrides)
@@ -185,7 +185,7 @@ def test_3_bad_responses_are_counted_never_cached(server, tiny_locomo, tmp_path,
 
 
 @pytest.mark.parametrize("mode", ["empty", "truncated"])
-def test_3_schema_request_with_unusable_output_is_never_served(mode, server, tmp_path):
+def test_schema_request_with_unusable_output_is_never_served(mode, server, tmp_path):
     server.mode = mode
     client = OpenAICompatClient(server.url, model=MODEL_ID, cache_path=str(tmp_path / "c.sqlite"), max_retries=2, retry_wait_s=0)
     with pytest.raises(Exception, match="empty content|cut off"):
@@ -199,7 +199,7 @@ def test_3_schema_request_with_unusable_output_is_never_served(mode, server, tmp
     assert server.calls > calls if mode == "empty" else server.calls == calls
 
 
-def test_3_old_bad_cache_entry_is_asked_again(server, tmp_path):
+def test_old_bad_cache_entry_is_asked_again(server, tmp_path):
     client = OpenAICompatClient(server.url, model=MODEL_ID, cache_path=str(tmp_path / "c.sqlite"), retry_wait_s=0)
     messages = [{"role": "user", "content": "x"}]
     client.chat(messages)  # cache the good answer, then spoil it as an old harness would have
@@ -210,7 +210,7 @@ def test_3_old_bad_cache_entry_is_asked_again(server, tmp_path):
 
 
 # -- 4. no lock on a run folder --------------------------------------------------------------------------
-def test_4_second_process_on_the_same_folder_is_refused(tiny_locomo, tmp_path, embed_cache):
+def test_second_process_on_the_same_folder_is_refused(tiny_locomo, tmp_path, embed_cache):
     with FakeOpenAIServer(mode="hang", hang_s=60) as slow:
         overrides = overrides_for(slow.url, tiny_locomo, tmp_path, embed_cache)
         first = run_py(overrides, popen=True)
@@ -236,7 +236,7 @@ for i in range(int(sys.argv[3])):
 """
 
 
-def test_4_sqlite_cache_safe_with_two_processes_writing(tmp_path):
+def test_sqlite_cache_safe_with_two_processes_writing(tmp_path):
     path = str(tmp_path / "shared.sqlite")
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     writers = [subprocess.Popen([sys.executable, "-c", WRITER, path, tag, "200"], env=env, stderr=subprocess.PIPE, text=True)
@@ -249,7 +249,7 @@ def test_4_sqlite_cache_safe_with_two_processes_writing(tmp_path):
 
 
 # -- 5. one damaged line deletes every row after it ------------------------------------------------------
-def test_5_damaged_middle_line_costs_only_that_row(server, tiny_locomo, tmp_path, embed_cache, caplog):
+def test_damaged_middle_line_costs_only_that_row(server, tiny_locomo, tmp_path, embed_cache, caplog):
     overrides = overrides_for(server.url, tiny_locomo, tmp_path, embed_cache)
     first = run_with(overrides)
     folder = run_dir_for(compose_cfg(overrides))
@@ -268,7 +268,7 @@ def test_5_damaged_middle_line_costs_only_that_row(server, tiny_locomo, tmp_path
     assert again["main_metric"] == first["main_metric"]
 
 
-def test_5_torn_last_line_is_cut_and_reported(tmp_path, caplog):
+def test_torn_last_line_is_cut_and_reported(tmp_path, caplog):
     path = tmp_path / "rows.jsonl"
     path.write_text('{"key": "a"}\nnot json\n{"key": "c"}\n{"key": "d", "x"')
     caplog.set_level("WARNING")
@@ -280,7 +280,7 @@ def test_5_torn_last_line_is_cut_and_reported(tmp_path, caplog):
 
 
 # -- 6. errors that do not say where or what to do ------------------------------------------------------
-def test_6_corrupt_and_empty_cache_files_name_the_file_and_the_fix(tmp_path):
+def test_corrupt_and_empty_cache_files_name_the_file_and_the_fix(tmp_path):
     empty = tmp_path / "empty.sqlite"
     empty.write_bytes(b"")
     with pytest.raises(CacheError, match=rf"{empty}.*0-byte.*delete it"):
@@ -296,7 +296,7 @@ def test_6_corrupt_and_empty_cache_files_name_the_file_and_the_fix(tmp_path):
 
 
 @pytest.mark.parametrize("mode", ["garbage", "no_choices"])
-def test_6_server_garbage_names_the_url(mode, server):
+def test_server_garbage_names_the_url(mode, server):
     server.mode = mode
     client = OpenAICompatClient(server.url, model=MODEL_ID, max_retries=2, retry_wait_s=0)
     with pytest.raises(LLMError, match=rf"{server.url}/v1/chat/completions.*check the server"):
@@ -304,7 +304,7 @@ def test_6_server_garbage_names_the_url(mode, server):
     assert server.calls == 2  # retried, then reported
 
 
-def test_6_one_line_errors_from_run_py(server, tiny_locomo, tmp_path, embed_cache):
+def test_one_line_errors_from_run_py(server, tiny_locomo, tmp_path, embed_cache):
     overrides = overrides_for(server.url, tiny_locomo, tmp_path, embed_cache)
     run_with(overrides)
     folder = run_dir_for(compose_cfg(overrides))
@@ -316,7 +316,7 @@ def test_6_one_line_errors_from_run_py(server, tiny_locomo, tmp_path, embed_cach
     assert traced.returncode != 0 and "Traceback" in traced.stderr
 
 
-def test_6_missing_api_key_fails_before_any_work(server, tiny_locomo, tmp_path, embed_cache, monkeypatch):
+def test_missing_api_key_fails_before_any_work(server, tiny_locomo, tmp_path, embed_cache, monkeypatch):
     monkeypatch.delenv("NO_SUCH_KEY_FOR_TEST", raising=False)
     overrides = overrides_for(server.url, tiny_locomo, tmp_path, embed_cache, "llm.api_key_env=NO_SUCH_KEY_FOR_TEST")
     with pytest.raises(LLMError, match="NO_SUCH_KEY_FOR_TEST"):
@@ -325,7 +325,7 @@ def test_6_missing_api_key_fails_before_any_work(server, tiny_locomo, tmp_path, 
     assert server.calls == 0 and not (folder / "ingest.jsonl").exists() and not (folder / "provenance.json").exists()
 
 
-def test_6_run_py_prints_wrapped_harness_error_in_one_line(server, tiny_locomo, tmp_path, embed_cache):
+def test_run_py_prints_wrapped_harness_error_in_one_line(server, tiny_locomo, tmp_path, embed_cache):
     (tmp_path / "cache").mkdir()
     (tmp_path / "cache" / "llm_cache.sqlite").write_bytes(b"")  # raised inside Hydra's instantiate
     done = run_py(overrides_for(server.url, tiny_locomo, tmp_path, embed_cache))
@@ -334,7 +334,7 @@ def test_6_run_py_prints_wrapped_harness_error_in_one_line(server, tiny_locomo, 
 
 
 # -- 7. smaller: base_url, usage over invocations, patience ---------------------------------------------
-def test_7_server_on_another_port_resumes_and_usage_accumulates(tiny_locomo, tmp_path, embed_cache):
+def test_server_on_another_port_resumes_and_usage_accumulates(tiny_locomo, tmp_path, embed_cache):
     with FakeOpenAIServer(mode="fail_after", budget=2) as first_server:
         overrides = overrides_for(first_server.url, tiny_locomo, tmp_path, embed_cache)
         with pytest.raises(LLMError):
@@ -354,7 +354,7 @@ def test_7_server_on_another_port_resumes_and_usage_accumulates(tiny_locomo, tmp
     assert first_calls >= 2
 
 
-def test_7_hung_server_reported_after_patience(tmp_path):
+def test_hung_server_reported_after_patience(tmp_path):
     with FakeOpenAIServer(mode="hang", hang_s=30) as hung:
         client = OpenAICompatClient(hung.url, model=MODEL_ID, timeout_s=1, max_retries=50, patience_s=3, retry_wait_s=0.1)
         started = time.monotonic()
@@ -397,7 +397,7 @@ def test_harmless_code_change_keeps_the_folder(server, tiny_locomo, embed_cache,
 
 
 # -- trust: data, resume and failure handling ------------------------------------------------------------------------------
-def test_40_1_data_changed_after_the_start_fails_before_any_row(server, tiny_locomo, tmp_path, embed_cache, monkeypatch):
+def test_data_changed_after_the_start_fails_before_any_row(server, tiny_locomo, tmp_path, embed_cache, monkeypatch):
     """The file is hashed for the folder name, then edited before the benchmark reads it: the old content's
     folder must not receive rows computed from the new content."""
     data = tmp_path / "locomo.json"
@@ -423,7 +423,7 @@ def test_40_1_data_changed_after_the_start_fails_before_any_row(server, tiny_loc
     assert again["metadata"]["input_files"]["benchmark.path"] == sha256_of(data) and run_dir_for(compose_cfg(overrides)) != folder
 
 
-def test_40_2_redone_prediction_is_judged_again(server, tiny_locomo, tmp_path, embed_cache):
+def test_redone_prediction_is_judged_again(server, tiny_locomo, tmp_path, embed_cache):
     overrides = overrides_for(server.url, tiny_locomo, tmp_path, embed_cache)
     run_with(overrides)
     folder = run_dir_for(compose_cfg(overrides))
@@ -443,7 +443,7 @@ def test_40_2_redone_prediction_is_judged_again(server, tiny_locomo, tmp_path, e
     assert latest[predictions[0]["key"]] == judged[predictions[0]["key"]]  # the others are kept
 
 
-def test_40_3_rejudge_reads_a_recovered_row_file(server, tiny_locomo, tmp_path, embed_cache, caplog):
+def test_rejudge_reads_a_recovered_row_file(server, tiny_locomo, tmp_path, embed_cache, caplog):
     overrides = overrides_for(server.url, tiny_locomo, tmp_path, embed_cache)
     run_with(overrides)
     folder = run_dir_for(compose_cfg(overrides))
@@ -462,7 +462,7 @@ def test_40_3_rejudge_reads_a_recovered_row_file(server, tiny_locomo, tmp_path, 
     assert section["overall"]["judge"]["n"] == 3
 
 
-def test_40_7_failed_rows_exit_3_and_are_retried_by_the_same_command(server, tiny_locomo, tmp_path, embed_cache):
+def test_failed_rows_exit_3_and_are_retried_by_the_same_command(server, tiny_locomo, tmp_path, embed_cache):
     overrides = overrides_for(server.url, tiny_locomo, tmp_path, embed_cache)
     server.mode = "empty"  # every answer and every verdict comes back empty, after the client's retries
     failed = run_py(overrides)
@@ -481,7 +481,7 @@ def test_40_7_failed_rows_exit_3_and_are_retried_by_the_same_command(server, tin
     assert run_py(overrides).returncode == 0 and server.calls - calls == 6  # now finished: read back
 
 
-def test_40_8_sigterm_records_usage_and_metrics_count_invocations_without_it(tiny_locomo, tmp_path, embed_cache):
+def test_sigterm_records_usage_and_metrics_count_invocations_without_it(tiny_locomo, tmp_path, embed_cache):
     import signal
 
     with FakeOpenAIServer(mode="hang", hang_s=60) as slow:

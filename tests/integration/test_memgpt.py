@@ -6,7 +6,7 @@ on this 2-core machine the slice took 766 s (6 LLM steps per turn), docs/baselin
 
 The adapter starts the tool-call layer and ``letta server`` (from .venv-letta) itself and stops both at
 the end. When .venv-letta is absent the fixture builds it, as `system=memgpt` does on first use
-(baselines.memgpt.ensure_letta); a failed build fails the tests (never a skip: a skip here hid that CI
+(baselines.letta_server.ensure_letta); a failed build fails the tests (never a skip: a skip here hid that CI
 never ran them).
 """
 
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from baselines.memgpt import ensure_letta
+from baselines.letta_server import ensure_letta
 from tests.integration.baseline_probes import locomo_slice
 
 pytestmark = [pytest.mark.integration, pytest.mark.baselines_live, pytest.mark.memgpt]
@@ -35,7 +35,7 @@ def memgpt_system(default_llm, embedder, tmp_path_factory):
     cfg = OmegaConf.load(REPO / "conf/system/memgpt.yaml")  # the config `system=memgpt` runs
     system = instantiate(cfg, llm=default_llm, embedder=embedder, workdir=str(tmp_path_factory.mktemp("memgpt")), _convert_="all")
     yield system
-    server = system._server
+    server = system.server.process
     system.close()
     assert server is None or not server.running  # no Letta process left behind
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from baselines.mem0 import Mem0Memory, mem0_config, mem0_results_to_report, mem0_user_id, speaker_messages
+from baselines.mem0 import Mem0Memory, mem0_results_to_report, mem0_user_id, speaker_messages
 from core.api import MemorySystem, Turn
 from tests.fakes import served_llm_stub
 
@@ -60,24 +60,6 @@ def test_speaker_namespace_roles_follow_mem0_locomo_convention():
 def test_user_ids_have_no_whitespace_and_change_with_generation():
     assert mem0_user_id("conv 0", "Mary Ann", 0) == "conv_0--Mary_Ann--g0"
     assert mem0_user_id("c", "s", 0) != mem0_user_id("c", "s", 1)
-
-
-def test_config_points_at_harness_endpoint_local_minilm_and_run_folder(tmp_path: Path):
-    cfg = mem0_config("http://127.0.0.1:1234/v1", "qwen", "sk-x", "/models/minilm", tmp_path, max_tokens=2000)
-    assert cfg["llm"] == {
-        "provider": "vllm",
-        "config": {"model": "qwen", "vllm_base_url": "http://127.0.0.1:1234/v1", "api_key": "sk-x", "max_tokens": 2000},
-    }
-    assert cfg["embedder"]["provider"] == "huggingface"
-    assert cfg["embedder"]["config"]["model"] == "/models/minilm"
-    assert cfg["embedder"]["config"]["embedding_dims"] == 384
-    assert cfg["vector_store"]["provider"] == "faiss"
-    assert cfg["vector_store"]["config"]["embedding_model_dims"] == 384
-    assert cfg["vector_store"]["config"]["path"].startswith(str(tmp_path))
-    assert cfg["history_db_path"].startswith(str(tmp_path))
-    assert mem0_config("u", "m", "k", "e", tmp_path, 10, llm_provider="openai")["llm"]["config"]["openai_base_url"] == "u"
-    with pytest.raises(ValueError, match="llm_provider"):
-        mem0_config("u", "m", "k", "e", tmp_path, 10, llm_provider="ollama")
 
 
 class _ScriptedMem0:
@@ -168,25 +150,6 @@ def test_bad_config_values_are_named():
         Mem0Memory(llm=served_llm_stub(), embedder=object(), workdir="/tmp/x", batch_turns=0, **LIBRARY_PROMPT)
     with pytest.raises(ValueError, match="search_threshold"):
         Mem0Memory(llm=served_llm_stub(), embedder=object(), workdir="/tmp/x", search_threshold=1.5, **LIBRARY_PROMPT)
-
-
-def test_session_date_reaches_mem0_prompt_as_observation_date():
-    """Runs Mem0's real prompt builder (skipped where mem0ai is not installed)."""
-    pytest.importorskip("mem0")
-    import mem0.memory.main as mem0_main
-
-    from baselines.mem0 import _SESSION_DATE, _install_session_date_patch
-
-    _install_session_date_patch()
-    token = _SESSION_DATE.set("2023-05-08T13:56:00")
-    try:
-        prompt = mem0_main.generate_additive_extraction_prompt(existing_memories=[], new_messages="user: hi")
-    finally:
-        _SESSION_DATE.reset(token)
-    assert "## Observation Date\n2023-05-08T13:56:00" in prompt
-    assert "## Current Date\n2023-05-08T13:56:00" in prompt
-    undated = mem0_main.generate_additive_extraction_prompt(existing_memories=[], new_messages="user: hi")
-    assert "2023-05-08" not in undated
 
 
 def test_snapshot_and_restore_bring_back_the_store_on_real_mem0(tmp_path: Path):

@@ -1,6 +1,6 @@
 """The save-time check around a perfect judge (conflict.source=gold) and the faults it exposed: blame by list
-position, one decision per check, the numeric rule ending the check, same-session facts never newer, and
-association edges lost on update. Hand-written cases (a garden club; no benchmark text)."""
+position, one decision per check, the numeric rule ending the check, same-session facts never newer (association
+edges on update: test_decisions.py). Hand-written cases (a garden club; no benchmark text)."""
 
 from __future__ import annotations
 
@@ -103,35 +103,3 @@ def _turn(turn_id: str, facts: list[tuple[str, str, tuple[str, ...]]]) -> Turn:
     return Turn(turn_id, "Mara", "(session)", oracle_facts=tuple(OracleFact(f, text, "Mara", replaces=r) for f, text, r in facts))
 
 
-def test_an_update_hands_the_old_facts_association_edges_to_its_replacement(tmp_path):
-    held = [("0:p0", "Mara waters the greenhouse tomatoes every morning."),
-            ("0:p1", "Mara waters the greenhouse cucumbers every morning."),
-            ("0:p2", "Mara waters the greenhouse peppers every morning.")]  # fmt: skip
-    new = ("1:p0", "Mara waters the greenhouse tomatoes in the evening now.", ("0:p0",))
-    edges = {}
-    for hand_over in (False, True):
-        memory = _oracle_memory(tmp_path / str(hand_over), hand_over)
-        memory.add("u", [_turn("s0", [(f, t, ()) for f, t in held])], session_time="2024-01-01")
-        graph = memory._space("u").graph
-        by_fact = {e.fact_id: e.entity_id for e in graph.entities()}
-        old_neighbours = {graph.entity(n).fact_id for n in graph.assoc.neighbors(by_fact["0:p0"])}
-        report = memory.add("u", [_turn("s1", [new])], session_time="2024-02-01")
-        assert [e.old_fact_id for e in report.updated] == ["0:p0"]
-        replacement = next(e.entity_id for e in graph.entities() if e.fact_id == "1:p0")
-        edges[hand_over] = {graph.entity(n).fact_id for n in graph.assoc.neighbors(replacement)}
-        assert old_neighbours == {"0:p1", "0:p2"}
-    assert edges[True] >= {"0:p1", "0:p2"}  # the neighbours of the retired fact now meet its replacement
-    assert graph.entity(next(e.entity_id for e in graph.entities(include_inactive=True) if e.fact_id == "0:p0")).status == "superseded"
-
-
-def test_search_marks_a_superseded_memory_outdated_when_asked_and_hides_it_by_default(tmp_path):
-    texts = {}
-    for mode in ("hide", "mark"):
-        memory = _oracle_memory(tmp_path / mode, True)
-        memory.superseded = mode
-        memory.add("u", [_turn("s0", [("0:p0", "Mara waters the greenhouse tomatoes every morning.", ())])], session_time="2024-01-01")
-        memory.add("u", [_turn("s1", [("1:p0", "Mara waters the greenhouse tomatoes in the evening now.", ("0:p0",))])],
-                   session_time="2024-02-01T09:00:00")
-        texts[mode] = [r.text for r in memory.search("u", "When does Mara water the tomatoes?", 5)]
-    assert texts["hide"] == ["Mara waters the greenhouse tomatoes in the evening now."]
-    assert "Mara waters the greenhouse tomatoes every morning. (outdated: replaced by a newer memory on 2024-02-01)" in texts["mark"]

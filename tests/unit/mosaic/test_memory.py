@@ -84,44 +84,6 @@ def test_protocols_are_implemented(tmp_path):
     assert isinstance(mem, MemorySystem) and isinstance(mem, Snapshottable) and isinstance(mem, Inspectable)
 
 
-def test_update_supersedes_old_keeps_history_and_reports(tmp_path):
-    mem, llm, _ = _memory(tmp_path)
-    first = _add(mem, "c", "D1:1", "I have two dogs.")
-    assert [s.text for s in first.stored] == ["Ana has 2 dogs"] and first.usage.by_purpose["extraction"]["calls"] == 1
-    report = _add(mem, "c", "D2:1", "We have three dogs now.", when="2023-06-08")
-    [event] = report.updated
-    assert (event.verdict, event.conflict_type, event.old_text, event.new_text) == ("update", "numeric", "Ana has 2 dogs", "Ana has 3 dogs")
-    assert event.old_source_turn_ids == ["D1:1"] and event.new_source_turn_ids == ["D2:1"] and event.reason == "2 vs 3"
-    assert [s.text for s in mem.stored_items("c")] == ["Ana has 3 dogs"]
-    space = mem._spaces["c"]
-    old = space.graph.entity(event.old_memory_id)
-    new = space.graph.entity(report.stored[0].memory_id)
-    assert old.status == "superseded" and new.history[-1]["value"] == "2" and new.history[-1]["source_turn_ids"] == ["D1:1"]
-    assert report.usage.by_purpose["belief"]["calls"] == 1  # two competing values -> one LLM assessment
-    hits = mem.search("c", "how many dogs does Ana have", k=3)
-    assert [h.text for h in hits] == ["Ana has 3 dogs"] and hits[0].source_turn_ids == ["D2:1"]
-
-
-def test_reject_drops_new_entity(tmp_path):
-    mem, _, _ = _memory(tmp_path, verdict="reject")
-    _add(mem, "c", "D1:1", "I have two dogs.")
-    report = _add(mem, "c", "D2:1", "We have three dogs now.")
-    assert report.stored == [] and [e.verdict for e in report.rejected] == ["reject"]
-    assert [s.text for s in mem.stored_items("c")] == ["Ana has 2 dogs"]
-    [dropped] = mem.rejected_entities("c")
-    assert dropped.text == "Ana has 3 dogs" and dropped.history[-1]["event"] == "rejected"
-
-
-def test_flag_marks_both_and_keeps_both_searchable(tmp_path):
-    mem, _, _ = _memory(tmp_path, verdict="flag")
-    _add(mem, "c", "D1:1", "I have two dogs.")
-    report = _add(mem, "c", "D2:1", "We have three dogs now.")
-    assert len(report.flagged) == 1 and len(report.stored) == 1
-    statuses = {e.text: e.status for e in mem._spaces["c"].graph.entities()}
-    assert statuses == {"Ana has 2 dogs": "flagged", "Ana has 3 dogs": "flagged"}
-    assert all("disputed" in h.text for h in mem.search("c", "dogs", k=5))
-
-
 def test_gate_queues_hedged_contradiction_and_clarification_commits_it(tmp_path):
     mem, _, detector = _memory(tmp_path)
     _add(mem, "c", "D1:1", "I have two dogs.")
@@ -160,22 +122,6 @@ def test_costs_per_turn_and_failures_are_counted(tmp_path):
     assert metrics["write"]["committed"] == 2 and metrics["extraction"]["turns"] == 3 and "scorer" in metrics
     broken = MosaicMemory(retry=None, llm=FakeLLM(lambda m, s: "oops"), embedder=BowEmbedder(), workdir=tmp_path / "b", retrieval=partial(Retriever, mode="exact"))
     assert broken.add("c", [Turn("D1:1", "Ana", "I have two dogs.")]).failures == 1
-
-
-def test_snapshot_restore_and_reload_from_disk(tmp_path):
-    mem, _, _ = _memory(tmp_path)
-    _add(mem, "c", "D1:1", "I have two dogs.")
-    _add(mem, "c", "D1:2", "I work as a nurse.")
-    snap = mem.snapshot("c")
-    _add(mem, "c", "D2:1", "We have three dogs now.")
-    assert sorted(s.text for s in mem.stored_items("c")) == ["Ana has 3 dogs", "Ana works as a nurse"]
-    mem.restore("c", snap)
-    assert sorted(s.text for s in mem.stored_items("c")) == ["Ana has 2 dogs", "Ana works as a nurse"]
-    assert [h.text for h in mem.search("c", "Ana dogs", k=1)] == ["Ana has 2 dogs"]
-    again, _, _ = _memory(tmp_path)  # same workdir: loads the persisted namespace
-    assert sorted(s.text for s in again.stored_items("c")) == ["Ana has 2 dogs", "Ana works as a nurse"]
-    again.reset("c")
-    assert again.stored_items("c") == [] and not (tmp_path / "mosaic" / "c.json").exists()
 
 
 def test_belief_abandoning_a_held_value_resolves_it_when_the_detector_misses(tmp_path):

@@ -42,7 +42,7 @@ def _report(updated=(), rejected=(), flagged=(), calls: int = 2) -> AddReport:
                      usage=LLMUsage(calls=calls, by_purpose={"conflict": {"calls": calls}}), n_turns=1)  # fmt: skip
 
 
-def test_shipped_suites_are_valid_and_shaped_as_the_issue_asks():
+def test_shipped_suites_have_their_promised_sizes_types_and_splits():
     hyp = load_suite(REPO / "data/conflicts/hypertension.json")
     conflicting = [c for c in hyp.cases if c.conflict]
     assert len(conflicting) == 50
