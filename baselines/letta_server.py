@@ -148,11 +148,11 @@ class LettaServer:
         self.home.mkdir(parents=True, exist_ok=True)
         env = {"HOME": str(self.home), "OPENAI_API_KEY": "sk-no-key-needed", "LETTA_TELEMETRY_DISABLED": "true",
                "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost"}
-        env.pop("LETTA_PG_URI", None)
         self.process = ManagedProcess(
             "letta server", [self.letta_path, "server", "--host", "127.0.0.1", "--port", str(port)],
             healthy=lambda: httpx.get(f"{self.base_url}/v1/health/", timeout=5, trust_env=False).status_code == 200,
             log_path=self.log_path, env=env, cwd=self.home,  # it writes openapi_letta.json to its cwd
+            unset_env=("LETTA_PG_URI",),  # a Postgres URI in the shell would move the agent's store out of the run folder
             start_timeout_s=self.start_timeout_s, stop_grace_s=self.stop_grace_s)
         started = time.perf_counter()
         self.process.start()

@@ -91,12 +91,14 @@ class ManagedProcess:
         start_timeout_s: float = 120.0,
         stop_grace_s: float = 10.0,
         die_with_owner: bool = True,
+        unset_env: tuple[str, ...] = (),
     ) -> None:
         self.name = name
         self.command = command
         self.healthy = healthy
         self.log_path = Path(log_path)
         self.env = env
+        self.unset_env = unset_env  # inherited variables that would point the server elsewhere (a user's database)
         self.cwd = cwd
         self.start_timeout_s = start_timeout_s
         self.stop_grace_s = stop_grace_s
@@ -107,6 +109,13 @@ class ManagedProcess:
     @property
     def running(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
+
+    def environment(self) -> dict[str, str]:
+        """The caller's environment, ``env`` on top, without ``unset_env``."""
+        merged = {**os.environ, **(self.env or {})}
+        for name in self.unset_env:
+            merged.pop(name, None)
+        return merged
 
     def start(self) -> None:
         if self.running:
@@ -121,7 +130,7 @@ class ManagedProcess:
                 watched_by(os.getpid(), self.command) if self.die_with_owner else self.command,
                 stdout=handle,
                 stderr=subprocess.STDOUT,
-                env={**os.environ, **(self.env or {})},
+                env=self.environment(),
                 cwd=self.cwd,
                 start_new_session=True,  # its own process group, so stop() reaches its children too
             )

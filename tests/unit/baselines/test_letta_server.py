@@ -143,6 +143,8 @@ FAKE_LETTA = '''
 import json, os, sqlite3, sys
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
+if "LETTA_PG_URI" in os.environ:  # the run's store must be the SQLite file under HOME, never a shell's Postgres
+    raise SystemExit("LETTA_PG_URI reached the server")
 db = os.path.join(os.environ["HOME"], ".letta", "sqlite.db")
 os.makedirs(os.path.dirname(db), exist_ok=True)
 with sqlite3.connect(db) as con:
@@ -166,9 +168,12 @@ HTTPServer((sys.argv[3], int(sys.argv[5])), Handler).serve_forever()
 '''
 
 
-def test_the_server_starts_with_home_in_the_run_folder_repairs_its_schema_answers_and_stops(tmp_path):
-    """A stand-in ``letta server`` (same command line, HOME and health check) under LettaServer's lifecycle."""
+def test_the_server_starts_with_home_in_the_run_folder_repairs_its_schema_answers_and_stops(tmp_path, monkeypatch):
+    """A stand-in ``letta server`` (same command line, HOME and health check) under LettaServer's lifecycle; a
+    LETTA_PG_URI in the caller's shell does not reach it (the stand-in exits if it does)."""
     import sys
+
+    monkeypatch.setenv("LETTA_PG_URI", "postgresql://someone-elses-database")
 
     from baselines.letta_server import LettaError, LettaServer
 

@@ -88,3 +88,21 @@ def test_the_server_ends_when_its_owner_is_killed_without_cleanup(tmp_path: Path
         assert not _port_open(port), "the server outlived its SIGKILLed owner"
     finally:
         owner.kill()
+
+
+def test_unset_env_keeps_an_inherited_variable_from_the_server(tmp_path: Path, monkeypatch):
+    """A variable in the caller's shell that would point the server elsewhere (Letta's LETTA_PG_URI) never reaches it."""
+    monkeypatch.setenv("SERVER_DB_URI", "postgresql://somewhere-else")
+    monkeypatch.setenv("KEPT_VARIABLE", "kept")
+    seen = tmp_path / "seen.txt"
+    script = f"import os; open({str(seen)!r}, 'w').write(repr((os.environ.get('SERVER_DB_URI'), os.environ.get('KEPT_VARIABLE'))))"
+    server = ManagedProcess("env", [sys.executable, "-c", script], lambda: seen.exists(), tmp_path / "env.log",
+                            unset_env=("SERVER_DB_URI",), start_timeout_s=10)  # fmt: skip
+    try:
+        server.start()
+    except ServerStartError:
+        pass  # the script exits once it has written; only what it saw matters
+    finally:
+        server.stop()
+    assert seen.read_text() == repr((None, "kept"))
+
