@@ -22,9 +22,11 @@ from tqdm import tqdm
 from core.api import MemorySystem
 from core.config_check import ConfigKeyError
 from eval.benchmarks.locomo.audit import GOLD_MODES, audited_keys
+from eval.benchmarks.locomo.compare import comparison as paired_comparison
 from eval.benchmarks.locomo.data import CONVENTIONS, Episode, Question, SliceSpec, load_locomo, slice_episodes
 from eval.benchmarks.locomo.metrics import aggregate, gold_slices, ingest_summary, paired_judgements
 from eval.benchmarks.locomo.retrieval import FULL_STAGES, RETRIEVAL_STAGES, check_stages, is_retrieval_only, run_retrieval
+from eval.benchmarks.locomo.retrieval_paired import recompute_retrieval
 from eval.benchmarks.locomo.stages import Search, ingest, judged, judgement_row, predict, predicted, search, searches_in_order
 from eval.benchmarks.locomo.table import headline_table, judge_gold_table, locomo_table
 from eval.context import JsonlRows, RunContext
@@ -250,3 +252,7 @@ class LoCoMoBenchmark:
         from eval.benchmarks.locomo.budget_table import recall_figure
 
         return recall_figure(metrics_list, out)
+
+    # -- what eval/'s shared reporting asks of this benchmark (core.api's per-benchmark reporting Protocols) --------
+    comparison = staticmethod(paired_comparison)  # scripts.compare_runs: eval/benchmarks/locomo/compare.py
+    recompute_retrieval = staticmethod(recompute_retrieval)  # scripts.add_fields: retrieval_paired.py
