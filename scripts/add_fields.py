@@ -21,10 +21,10 @@ from typing import Any
 
 from eval.added_fields import add_retrieval_fields
 from eval.benchmarks.locomo.added_fields import add_fields
+from eval.retrieval_table import base_row
 
 PUBLISHED = Path(__file__).resolve().parents[1] / "results" / "published" / "runs"
 PUBLISHED_LOCOMO = PUBLISHED / "locomo"
-BASE_ROW = ("rag", "oracle_facts")  # eval/retrieval_table.py's base: rag over the gold facts MOSAIC's oracle receives
 
 
 def _metrics(run: Path) -> dict[str, Any]:
@@ -39,7 +39,8 @@ def _same_slice(m: dict[str, Any]) -> tuple[Any, ...]:
 def retrieval_base(run: Path) -> Path | None:
     """The published base row of a retrieval-only run: rag over oracle facts, no system.* override, same slice."""
     mine = _same_slice(_metrics(run))
-    for candidate in sorted(PUBLISHED.glob(f"*/{BASE_ROW[0]}/{BASE_ROW[1]}/*/metrics.json")):
+    system, ablation = base_row()  # conf/report.yaml retrieval_base_row
+    for candidate in sorted(PUBLISHED.glob(f"*/{system}/{ablation}/*/metrics.json")):
         m = _metrics(candidate.parent)
         meta = m.get("metadata", {})
         if (tuple(m.get("stages") or ()) == ("ingest", "retrieve") and _same_slice(m) == mine

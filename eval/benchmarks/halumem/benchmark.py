@@ -527,9 +527,9 @@ class HaluMemBenchmark:
     def make_table(metrics_list: list[dict[str, Any]], *args: Any, **kwargs: Any) -> Any:
         """Table 2 (eval.benchmarks.halumem.table); scripts/make_tables.py calls it. Retrieval-only runs: their own table."""
         if metrics_list and all(tuple(m.get("stages") or ()) == RETRIEVAL_STAGES for m in metrics_list):
-            from eval.retrieval_table import halumem_retrieval_table
+            from eval.benchmarks.halumem.retrieval_table import retrieval_table
 
-            return halumem_retrieval_table(metrics_list)
+            return retrieval_table(metrics_list)
         return make_table(metrics_list, *args, **kwargs)
 
     # -- what eval/'s shared reporting asks of this benchmark (core.api's per-benchmark reporting Protocols) --------

@@ -230,9 +230,9 @@ class LoCoMoBenchmark:
     @staticmethod
     def make_table(metrics_list: list[dict[str, Any]], convention: str | None = None) -> pd.DataFrame:
         """Table 1: one row per run (system / ablation), categories x judge/F1/BLEU-1 with CIs; retrieval-only runs
-        (eval/retrieval_table.py) get their own table, never a Table 1 row."""
+        (retrieval_table.py) get their own table, never a Table 1 row."""
         if metrics_list and all(is_retrieval_only(m) for m in metrics_list):
-            from eval.retrieval_table import retrieval_table  # here: that module reads this package's retrieval rows
+            from eval.benchmarks.locomo.retrieval_table import retrieval_table  # pandas and plots: imported where a table is built
 
             return retrieval_table(metrics_list)
         return locomo_table([m for m in metrics_list if not is_retrieval_only(m)], convention)
