@@ -32,7 +32,6 @@ from hydra.utils import get_class
 from core.api import HarnessError
 from eval.benchmarks.halumem import retrieval_table as halumem_retrieval
 from eval.benchmarks.halumem.mechanism_table import mechanism_table
-from eval.benchmarks.locomo import slice_label
 from eval.benchmarks.locomo import retrieval_table as locomo_retrieval
 from eval.benchmarks.locomo.retrieval import is_retrieval_only
 from eval.decomposition import decomposition_table
@@ -203,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
     if not tables and not retrieval_runs:
         print(f"no metrics.json under {args.root}", file=sys.stderr)
         return 1
-    decomposition = decomposition_table(load_runs(args.root), slice_label)  # which loses: the extractor or the organisation
+    decomposition = decomposition_table(load_runs(args.root))  # which loses: the extractor or the organisation
     write_tables(decomposition, args.out / "decomposition")
     tables["decomposition"] = to_markdown(decomposition)
     mechanism = mechanism_table(load_runs(args.root).get("halumem", []))  # the save-time check against its ceiling

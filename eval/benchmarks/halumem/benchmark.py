@@ -50,6 +50,7 @@ from core.config_check import ConfigKeyError
 from eval.benchmarks.halumem.clarify import CLARIFY_TABLES, clarify_metrics, clarify_session
 from eval.benchmarks.halumem.compare import comparison as paired_comparison
 from eval.benchmarks.halumem.data import HUB_REPO, HaluMemUser, Session, halumem_time_to_iso, load_halumem_hub, load_halumem_jsonl
+from eval.benchmarks.halumem.decomposition import decomposition as decomposition_columns
 from eval.benchmarks.halumem.judge import QA_LABELS, UPDATE_LABELS, HaluMemJudge, Verdict
 from eval.benchmarks.halumem.mechanism import chain_row, gold_replacements, mechanism_metrics, probe_session
 from eval.benchmarks.halumem.metrics import PROTOCOL, by_memory_type, by_question_type, extraction_metrics, label_metrics, ranking_metrics
@@ -535,3 +536,4 @@ class HaluMemBenchmark:
     # -- what eval/'s shared reporting asks of this benchmark (core.api's per-benchmark reporting Protocols) --------
     comparison = staticmethod(paired_comparison)  # scripts.compare_runs: eval/benchmarks/halumem/compare.py
     recompute_retrieval = staticmethod(recompute_retrieval)  # scripts.add_fields: retrieval_paired.py
+    decomposition = staticmethod(decomposition_columns)  # results/tables/decomposition: decomposition.py

@@ -25,6 +25,7 @@ from eval.benchmarks.locomo.audit import GOLD_MODES, audited_keys
 from eval.benchmarks.locomo.compare import comparison as paired_comparison
 from eval.benchmarks.locomo.data import CONVENTIONS, Episode, Question, SliceSpec, load_locomo, slice_episodes
 from eval.benchmarks.locomo.metrics import aggregate, gold_slices, ingest_summary, paired_judgements
+from eval.benchmarks.locomo.decomposition import decomposition as decomposition_columns
 from eval.benchmarks.locomo.retrieval import FULL_STAGES, RETRIEVAL_STAGES, check_stages, is_retrieval_only, run_retrieval
 from eval.benchmarks.locomo.retrieval_paired import recompute_retrieval
 from eval.benchmarks.locomo.stages import Search, ingest, judged, judgement_row, predict, predicted, search, searches_in_order
@@ -256,3 +257,4 @@ class LoCoMoBenchmark:
     # -- what eval/'s shared reporting asks of this benchmark (core.api's per-benchmark reporting Protocols) --------
     comparison = staticmethod(paired_comparison)  # scripts.compare_runs: eval/benchmarks/locomo/compare.py
     recompute_retrieval = staticmethod(recompute_retrieval)  # scripts.add_fields: retrieval_paired.py
+    decomposition = staticmethod(decomposition_columns)  # results/tables/decomposition: decomposition.py
