@@ -9,7 +9,9 @@ build their own OpenAI client reach the harness's endpoint, meter and cache thro
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any, Literal, Protocol, runtime_checkable
 
 ConflictVerdict = Literal["update", "reject", "flag"]
@@ -302,6 +304,77 @@ class ServedLLM(LLMClient, Protocol):
 
     @property
     def api_key(self) -> str: ...
+
+
+# ==== Per-benchmark reporting: what eval/'s shared modules ask a benchmark class instead of naming it ====
+# A shared module (eval/compare.py, eval/decomposition.py, eval/retrieval_paired.py, scripts/compare_runs.py) finds a
+# run's benchmark class from the run's own record (``metadata.benchmark_target``, or a class path conf/report.yaml
+# lists) and asks it through these; what a benchmark does not declare, the shared module does not report. Static
+# methods: the class answers for finished runs, with no data loaded and no instance built.
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """How ``scripts.compare_runs`` pairs two finished runs of one benchmark, item by item.
+
+    ``quality(base_dir, other_dir, n_samples, seed, sessions)`` returns each field's paired difference (``eval.compare``'s
+    ``paired_difference`` dicts, plus ``n_shared``); ``write_cost(run_dir, sessions)`` what the write path cost per unit.
+    """
+
+    fields: tuple[tuple[str, str], ...]  # (key in ``quality``'s result, column head), in the table's order
+    cluster_unit: str  # what one cluster of items is (conversation, user, context): the cluster interval's name
+    quality: Callable[[Path, Path, int, int, int | None], dict[str, Any]]
+    write_cost: Callable[[Path, int | None], dict[str, Any]]
+    cost_unit: str = "ingested turn"  # the unit ``write_cost`` divides by, as the table's note names it
+    returned_tokens: bool = False  # ``quality`` carries ``returned_tokens`` (tokens each search returned)
+    cuts_sessions: bool = False  # ``sessions`` may cut both runs to their first N sessions
+    per_category_axis: str | None = None  # the plot shows ``correct`` overall and ``per_category`` on this axis; else ``fields``
+
+
+@runtime_checkable
+class PairedComparable(Protocol):
+    """A benchmark whose finished runs can be paired: full runs, or retrieval-only runs (no answers, no judge)."""
+
+    @staticmethod
+    def comparison(retrieval_only: bool) -> Comparison: ...
+
+
+@runtime_checkable
+class RetrievalRecomputable(Protocol):
+    """A benchmark that recomputes a retrieval-only run's metrics from its stored ranked rows with today's code.
+
+    ``recompute_retrieval`` returns ``{"retrieval": ..., eval.retrieval_paired.SECTION: paired differences to
+    base_dir}`` (no section for the base itself, or with no base), or None for a folder without retrieval rows."""
+
+    @staticmethod
+    def recompute_retrieval(run_dir: Path, base_dir: Path | None) -> dict[str, Any] | None: ...
+
+
+@dataclass(frozen=True)
+class DecompositionPart:
+    """One benchmark's columns of the extractor/organisation decomposition (eval/decomposition.py).
+
+    ``runs``: (group, row key) -> the run the row shows; ``cells(run or None, group)`` -> column -> cell text.
+    With ``by_group`` each group (LoCoMo's slices) is a block of the table's rows; otherwise ``runs`` has group ""
+    and the same run fills its row in every block."""
+
+    label: str  # how the failures column names the benchmark
+    runs: dict[tuple[str, Any], dict[str, Any]]
+    cells: Callable[[dict[str, Any] | None, str], dict[str, str]]
+    by_group: bool = False
+    note: str = ""  # the caption's sentence on how this benchmark picked its runs
+
+
+@runtime_checkable
+class DecompositionColumns(Protocol):
+    """A benchmark with columns in the decomposition table: from its runs, the one per row (``row_of(metrics)``
+    is the run's row key, None for a run that is no row)."""
+
+    @staticmethod
+    def decomposition(runs: list[dict[str, Any]], row_of: Callable[[dict[str, Any]], Any]) -> DecompositionPart: ...
+
+
+# ==== end of per-benchmark reporting ====
 
 
 # -- capabilities the eval layer reads from a system (each optional; checked with isinstance, never by name) --

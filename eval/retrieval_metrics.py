@@ -3,7 +3,7 @@ a ranked list of retrieved items, each item covering a set of evidence units (tu
 
 Why a module of its own: a retrieval-only run (``benchmark.stages=[ingest,retrieve]``) measures whether a
 system *finds* the gold evidence with no answerer and no judge, so every question of a benchmark can be
-scored in minutes with no LLM; LoCoMo and HaluMem share these pure functions. No LLM, no files.
+scored in minutes with no LLM; every benchmark's retrieval scoring shares these pure functions. No LLM, no files.
 
 Definitions (k counts retrieved *items*, the budget an answerer gets):
 
@@ -14,7 +14,8 @@ Definitions (k counts retrieved *items*, the budget an answerer gets):
   citing one turn earn it once), discounted by log2(rank + 1); the ideal list puts min(|gold|, k) such items
   first. Between 0 and 1.
 
-Session level maps each LoCoMo turn id ``D<s>:<t>`` to its session ``D<s>`` (``session_of``) on both sides.
+A coarser level (e.g. sessions) maps each id to its unit on both sides (``ranked_units``'s ``unit``; a benchmark's ids are
+its own, so the mapping is the benchmark's).
 """
 
 from __future__ import annotations
@@ -28,13 +29,8 @@ from eval.metrics import bootstrap_ci
 RANK_METRICS = ("recall", "any_hit")
 
 
-def session_of(turn_id: str) -> str:
-    """LoCoMo's session of a turn id: ``D3:12`` -> ``D3`` (an id without a colon is its own session)."""
-    return str(turn_id).split(":", 1)[0]
-
-
 def ranked_units(items: Sequence[Iterable[str]], unit: Callable[[str], str] | None = None) -> list[set[str]]:
-    """Each retrieved item's set of evidence units (``unit`` maps an id to its unit, e.g. ``session_of``)."""
+    """Each retrieved item's set of evidence units (``unit`` maps an id to its unit, e.g. a turn's session)."""
     return [{unit(i) if unit else str(i) for i in ids} for ids in items]
 
 

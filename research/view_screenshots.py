@@ -15,7 +15,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from eval.compare import locomo_outcomes
+from eval.benchmarks.locomo.compare import locomo_outcomes
 from eval.view.browser import screenshot
 
 ROOT = Path(__file__).resolve().parent.parent

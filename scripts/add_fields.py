@@ -2,7 +2,7 @@
 value changed. A LoCoMo run: cluster intervals, conversations, tokens returned, evidence recall at token budgets. A
 retrieval-only run (LoCoMo or HaluMem): its retrieval metrics with today's code (cluster intervals; tokens and budgets
 where its rows record tokens) and the paired differences to its base row, rag over oracle facts on the same slice
-(``retrieval_paired_to_base``, eval/retrieval_paired.py).
+(``retrieval_paired_to_base``, eval/retrieval_paired.py, eval/added_fields.py).
 
     python -m scripts.add_fields [RUN_FOLDER ...] [--dry-run]
 
@@ -19,12 +19,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from eval.added_fields import add_retrieval_fields
 from eval.benchmarks.locomo.added_fields import add_fields
-from eval.retrieval_paired import add_retrieval_fields
+from eval.retrieval_table import base_row
 
 PUBLISHED = Path(__file__).resolve().parents[1] / "results" / "published" / "runs"
 PUBLISHED_LOCOMO = PUBLISHED / "locomo"
-BASE_ROW = ("rag", "oracle_facts")  # eval/retrieval_table.py's base: rag over the gold facts MOSAIC's oracle receives
 
 
 def _metrics(run: Path) -> dict[str, Any]:
@@ -39,7 +39,8 @@ def _same_slice(m: dict[str, Any]) -> tuple[Any, ...]:
 def retrieval_base(run: Path) -> Path | None:
     """The published base row of a retrieval-only run: rag over oracle facts, no system.* override, same slice."""
     mine = _same_slice(_metrics(run))
-    for candidate in sorted(PUBLISHED.glob(f"*/{BASE_ROW[0]}/{BASE_ROW[1]}/*/metrics.json")):
+    system, ablation = base_row()  # conf/report.yaml retrieval_base_row
+    for candidate in sorted(PUBLISHED.glob(f"*/{system}/{ablation}/*/metrics.json")):
         m = _metrics(candidate.parent)
         meta = m.get("metadata", {})
         if (tuple(m.get("stages") or ()) == ("ingest", "retrieve") and _same_slice(m) == mine
@@ -63,9 +64,9 @@ def main(argv: list[str] | None = None) -> int:
             report = add_fields(run, write=not args.dry_run)
         if report.skipped:
             print(f"{run}: skipped ({report.skipped})")
-        elif report.conflicts:
+        elif report.mismatches:
             failed += 1
-            print(f"{run}: left untouched, {len(report.conflicts)} recomputed values differ, e.g. {report.conflicts[0]}")
+            print(f"{run}: left untouched, {len(report.mismatches)} recomputed values differ, e.g. {report.mismatches[0]}")
         else:
             print(f"{run}: {'would add' if args.dry_run else 'added'} {len(report.added)} fields" if report.added else f"{run}: nothing to add")
     return 1 if failed else 0

@@ -30,14 +30,14 @@ import yaml
 from hydra.utils import get_class
 
 from core.api import HarnessError
-from eval.benchmarks.locomo import slice_label
+from eval.benchmarks.halumem import retrieval_table as halumem_retrieval
 from eval.benchmarks.halumem.mechanism_table import mechanism_table
+from eval.benchmarks.locomo import retrieval_table as locomo_retrieval
 from eval.benchmarks.locomo.retrieval import is_retrieval_only
 from eval.decomposition import decomposition_table
 from eval.publishing import provenance_flags
 from eval.record import load_metrics
-from eval.retrieval_table import (from_full_run, halumem_retrieval_table, recall_curves, recall_vs_tokens_figure, retrieval_headline,
-                                  retrieval_table)
+from eval.retrieval_table import recall_vs_tokens_figure
 from eval.tables import NOT_CLEAN_MARK, PROVENANCE_FLAGS, is_paper_configuration, to_markdown, write_tables
 
 REPO = Path(__file__).resolve().parents[1]
@@ -70,7 +70,7 @@ def load_runs(root: Path, retrieval_only: bool = False) -> dict[str, list[dict[s
 
 def _whole_conversation_mosaic(metrics: dict[str, Any]) -> bool:
     """A full LoCoMo run of MOSAIC as the paper configures it (model extractor) over whole conversations: its retrieval
-    is read from its predictions into the retrieval table (eval.retrieval_table.from_full_run)."""
+    is read from its predictions into the retrieval table (eval/benchmarks/locomo/retrieval_table.py from_full_run)."""
     folder = Path(metrics["_path"]).parent
     config = (yaml.safe_load((folder / "config.yaml").read_text(encoding="utf-8")) or {}).get("benchmark", {}) if (folder / "config.yaml").is_file() else {}
     meta = metrics.get("metadata", {})
@@ -202,27 +202,28 @@ def main(argv: list[str] | None = None) -> int:
     if not tables and not retrieval_runs:
         print(f"no metrics.json under {args.root}", file=sys.stderr)
         return 1
-    decomposition = decomposition_table(load_runs(args.root), slice_label)  # which loses: the extractor or the organisation
+    decomposition = decomposition_table(load_runs(args.root))  # which loses: the extractor or the organisation
     write_tables(decomposition, args.out / "decomposition")
     tables["decomposition"] = to_markdown(decomposition)
     mechanism = mechanism_table(load_runs(args.root).get("halumem", []))  # the save-time check against its ceiling
     if not mechanism.empty:
         write_tables(mechanism, args.out / "mechanism")
         tables["mechanism"] = to_markdown(mechanism)
-    halumem_retrieval = retrieval_runs.get("halumem", [])
-    if halumem_retrieval:
-        table = halumem_retrieval_table(halumem_retrieval)
+    halumem_retrieval_runs = retrieval_runs.get("halumem", [])
+    if halumem_retrieval_runs:
+        table = halumem_retrieval.retrieval_table(halumem_retrieval_runs)
         write_tables(table, args.out / "retrieval_halumem")
         tables["retrieval_halumem"] = to_markdown(table)
-    full_runs = [from_full_run(m) for m in load_runs(args.root).get("locomo", []) if _whole_conversation_mosaic(m)]
+    full_runs = [locomo_retrieval.from_full_run(m) for m in load_runs(args.root).get("locomo", []) if _whole_conversation_mosaic(m)]
     retrieval = retrieval_runs.get("locomo", []) + (full_runs if retrieval_runs.get("locomo") else [])
     if retrieval:
-        table = retrieval_table(retrieval)
+        table = locomo_retrieval.retrieval_table(retrieval)
         write_tables(table, args.out / "retrieval")
         tables["retrieval"] = to_markdown(table)
-        recall_curves(retrieval, args.out / "retrieval_recall_at_k.png")
-        recall_vs_tokens_figure(retrieval, halumem_retrieval, args.out / "retrieval_recall_vs_tokens.png")
-        headline = retrieval_headline(retrieval)
+        locomo_retrieval.recall_curves(retrieval, args.out / "retrieval_recall_at_k.png")
+        panels = {**locomo_retrieval.recall_vs_tokens_panels(retrieval), **halumem_retrieval.recall_vs_tokens_panels(halumem_retrieval_runs)}
+        recall_vs_tokens_figure(panels, args.out / "retrieval_recall_vs_tokens.png")
+        headline = locomo_retrieval.retrieval_headline(retrieval)
         if headline:
             (args.out / "retrieval_headline.md").write_text(headline + "\n", encoding="utf-8")
             tables["retrieval_headline"] = headline

@@ -1,7 +1,8 @@
 """A run folder as plain data for the viewer: header, metric chart, item tables, memory stores.
 
-Read-only: rows come through ``eval.rows.read_rows`` (and the outcome readers of ``eval.compare`` that
-``scripts.compare_runs`` uses, so a verdict on the page is the verdict the paired comparison counts),
+Read-only: rows come through ``eval.rows.read_rows`` (and the benchmarks' outcome readers,
+eval/benchmarks/<name>/compare.py, that ``scripts.compare_runs`` uses, so a verdict on the page is the verdict the
+paired comparison counts),
 MOSAIC's stores as the plain JSON they are saved as, Mem0's history through SQLite opened immutable, Zep's entity
 edges from the JSON lines its adapter writes after each write (``system/zep_edges/<group>.jsonl``).
 A damaged JSON line is skipped by ``read_rows``, which names its file and line; those messages are kept
@@ -245,7 +246,7 @@ def _fmt(value: Any, digits: int = 3) -> Any:
 
 
 def locomo_table(folder: Path, metrics: dict[str, Any], config: dict[str, Any], notes: list[str]) -> dict[str, Any]:
-    from eval.compare import locomo_outcomes
+    from eval.benchmarks.locomo.compare import locomo_outcomes
     from eval.metrics import token_f1
 
     predictions = read_rows(folder / "predictions.jsonl")
@@ -303,7 +304,7 @@ def locomo_table(folder: Path, metrics: dict[str, Any], config: dict[str, Any], 
 
 
 def conflict_table(folder: Path, metrics: dict[str, Any], config: dict[str, Any], notes: list[str]) -> dict[str, Any]:
-    from eval.compare import conflict_outcomes
+    from eval.benchmarks.conflict.compare import conflict_outcomes
 
     cases = read_rows(folder / "cases.jsonl", "id")
     outcomes = conflict_outcomes(folder)

@@ -37,6 +37,7 @@ import pandas as pd
 from tqdm import tqdm
 
 from core.api import DeclaresConflictSignal, MemorySystem, OracleFact, Seedable, Snapshottable, Turn
+from eval.benchmarks.conflict.compare import comparison as paired_comparison
 from eval.benchmarks.conflict.metrics import aggregate, probed, score_case
 from eval.benchmarks.conflict.suite import Suite, SuiteCase, load_suite
 from eval.benchmarks.conflict.table import conflict_table, headline_table
@@ -241,3 +242,6 @@ class ConflictBenchmark:
     def make_extra_tables(metrics_list: list[dict[str, Any]]) -> dict[str, pd.DataFrame]:
         """``conflict_headline``: the README's few columns of Table 3."""
         return {"conflict_headline": headline_table(metrics_list)}
+
+    # -- what eval/'s shared reporting asks of this benchmark (core.api's per-benchmark reporting Protocols) --------
+    comparison = staticmethod(paired_comparison)  # scripts.compare_runs: eval/benchmarks/conflict/compare.py

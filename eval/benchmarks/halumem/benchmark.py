@@ -48,11 +48,14 @@ from tqdm import tqdm
 from core.api import AddReport, DeclaresConflictSignal, Inspectable, MemorySystem, OracleFact, ParallelSearch, Retrieved, StoredItem, Turn
 from core.config_check import ConfigKeyError
 from eval.benchmarks.halumem.clarify import CLARIFY_TABLES, clarify_metrics, clarify_session
+from eval.benchmarks.halumem.compare import comparison as paired_comparison
 from eval.benchmarks.halumem.data import HUB_REPO, HaluMemUser, Session, halumem_time_to_iso, load_halumem_hub, load_halumem_jsonl
+from eval.benchmarks.halumem.decomposition import decomposition as decomposition_columns
 from eval.benchmarks.halumem.judge import QA_LABELS, UPDATE_LABELS, HaluMemJudge, Verdict
 from eval.benchmarks.halumem.mechanism import chain_row, gold_replacements, mechanism_metrics, probe_session
 from eval.benchmarks.halumem.metrics import PROTOCOL, by_memory_type, by_question_type, extraction_metrics, label_metrics, ranking_metrics
 from eval.benchmarks.halumem.retrieval import RETRIEVAL_STAGES, run_halumem_retrieval
+from eval.benchmarks.halumem.retrieval_paired import recompute_retrieval
 from eval.benchmarks.halumem.table import make_table
 from eval.benchmarks.halumem.update_links import fact_id_of, link_session, update_link_metrics
 from eval.benchmarks.halumem.update_ranking import Encode, version_ranks
@@ -525,7 +528,12 @@ class HaluMemBenchmark:
     def make_table(metrics_list: list[dict[str, Any]], *args: Any, **kwargs: Any) -> Any:
         """Table 2 (eval.benchmarks.halumem.table); scripts/make_tables.py calls it. Retrieval-only runs: their own table."""
         if metrics_list and all(tuple(m.get("stages") or ()) == RETRIEVAL_STAGES for m in metrics_list):
-            from eval.retrieval_table import halumem_retrieval_table
+            from eval.benchmarks.halumem.retrieval_table import retrieval_table
 
-            return halumem_retrieval_table(metrics_list)
+            return retrieval_table(metrics_list)
         return make_table(metrics_list, *args, **kwargs)
+
+    # -- what eval/'s shared reporting asks of this benchmark (core.api's per-benchmark reporting Protocols) --------
+    comparison = staticmethod(paired_comparison)  # scripts.compare_runs: eval/benchmarks/halumem/compare.py
+    recompute_retrieval = staticmethod(recompute_retrieval)  # scripts.add_fields: retrieval_paired.py
+    decomposition = staticmethod(decomposition_columns)  # results/tables/decomposition: decomposition.py

@@ -4,59 +4,24 @@ its stored rows (no LLM) and added without changing any value it already holds.
 Why: the cluster interval, the conversations counted, tokens returned per search and evidence recall at token
 budgets all follow from predictions.jsonl and judgements.jsonl, so a published run need not be rerun to show
 them. Every value the run was published with is recomputed too and must come out the same; a run where one
-does not is left untouched (``AddedFields.conflicts`` says where). ``python -m scripts.add_fields`` runs it.
+does not is left untouched (``AddedFields.mismatches`` says where; the merge is eval/added_fields.py's).
+``python -m scripts.add_fields`` runs it.
 """
 
 from __future__ import annotations
 
 import json
-import subprocess
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from core.atomic import write_json_atomic
+from eval.added_fields import ADDED_RECORD, AddedFields, git_sha, merge_new
 from eval.benchmarks.locomo.metrics import aggregate, gold_slices, paired_judgements
 from eval.benchmarks.locomo.table import table_audited_keys
 from eval.intervals import report_settings
 from eval.rows import read_rows
-
-ADDED_RECORD = "fields_added_from_rows"  # metrics.json: what was added, by which command, at which commit
-
-
-@dataclass
-class AddedFields:
-    """What ``add_fields`` did to one run: the dotted paths it added, values that would have changed, why skipped."""
-
-    run_dir: Path
-    added: list[str] = field(default_factory=list)
-    conflicts: list[str] = field(default_factory=list)
-    skipped: str | None = None
-
-
-def merge_new(existing: dict[str, Any], recomputed: dict[str, Any], path: str, added: list[str], conflicts: list[str]) -> None:
-    """Copy into ``existing`` every key of ``recomputed`` it lacks (at any depth); record in ``conflicts`` every
-    value both hold that differs (left as it is)."""
-    for key, value in recomputed.items():
-        where = f"{path}.{key}" if path else str(key)
-        if key not in existing:
-            existing[key] = value
-            added.append(where)
-        elif isinstance(existing[key], dict) and isinstance(value, dict):
-            merge_new(existing[key], value, where, added, conflicts)
-        elif existing[key] != value and not (existing[key] is None and value is None):
-            conflicts.append(f"{where}: published {existing[key]!r}, recomputed {value!r}")
-
-
-def _git_sha() -> str | None:
-    try:
-        return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True,
-                              cwd=Path(__file__).resolve().parent).stdout.strip()  # fmt: skip
-    except (OSError, subprocess.CalledProcessError):
-        return None
-
 
 def add_fields(run_dir: Path, write: bool = True) -> AddedFields:
     """Recompute one run's metrics from its rows and add what it lacks (``write``: save metrics.json)."""
@@ -83,11 +48,11 @@ def add_fields(run_dir: Path, write: bool = True) -> AddedFields:
         slices = gold_slices(predictions, judged, table_audited_keys(predictions), bench["convention"], samples, seed)
         recomputed["gold_slices"] = {mode: cell for mode, cell in slices.items() if cell is not None and metrics["gold_slices"].get(mode)}
     updated = json.loads(json.dumps(metrics))
-    merge_new(updated, recomputed, "", report.added, report.conflicts)
-    if report.conflicts or not report.added:
+    merge_new(updated, recomputed, "", report.added, report.mismatches)
+    if report.mismatches or not report.added:
         return report
     names = sorted({where.rsplit(".", 1)[-1] for where in report.added})  # the new keys, wherever they were added
-    updated[ADDED_RECORD] = {"fields": names, "n_values": len(report.added), "command": "python -m scripts.add_fields", "git_sha": _git_sha(),
+    updated[ADDED_RECORD] = {"fields": names, "n_values": len(report.added), "command": "python -m scripts.add_fields", "git_sha": git_sha(),
                              "how": "recomputed from predictions.jsonl and judgements.jsonl, no LLM; every value the run "
                                     "already held recomputed identically and left as it was"}  # fmt: skip
     if write:

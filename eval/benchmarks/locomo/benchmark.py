@@ -22,9 +22,12 @@ from tqdm import tqdm
 from core.api import MemorySystem
 from core.config_check import ConfigKeyError
 from eval.benchmarks.locomo.audit import GOLD_MODES, audited_keys
+from eval.benchmarks.locomo.compare import comparison as paired_comparison
 from eval.benchmarks.locomo.data import CONVENTIONS, Episode, Question, SliceSpec, load_locomo, slice_episodes
 from eval.benchmarks.locomo.metrics import aggregate, gold_slices, ingest_summary, paired_judgements
+from eval.benchmarks.locomo.decomposition import decomposition as decomposition_columns
 from eval.benchmarks.locomo.retrieval import FULL_STAGES, RETRIEVAL_STAGES, check_stages, is_retrieval_only, run_retrieval
+from eval.benchmarks.locomo.retrieval_paired import recompute_retrieval
 from eval.benchmarks.locomo.stages import Search, ingest, judged, judgement_row, predict, predicted, search, searches_in_order
 from eval.benchmarks.locomo.table import headline_table, judge_gold_table, locomo_table
 from eval.context import JsonlRows, RunContext
@@ -228,9 +231,9 @@ class LoCoMoBenchmark:
     @staticmethod
     def make_table(metrics_list: list[dict[str, Any]], convention: str | None = None) -> pd.DataFrame:
         """Table 1: one row per run (system / ablation), categories x judge/F1/BLEU-1 with CIs; retrieval-only runs
-        (eval/retrieval_table.py) get their own table, never a Table 1 row."""
+        (retrieval_table.py) get their own table, never a Table 1 row."""
         if metrics_list and all(is_retrieval_only(m) for m in metrics_list):
-            from eval.retrieval_table import retrieval_table  # here: that module reads this package's retrieval rows
+            from eval.benchmarks.locomo.retrieval_table import retrieval_table  # pandas and plots: imported where a table is built
 
             return retrieval_table(metrics_list)
         return locomo_table([m for m in metrics_list if not is_retrieval_only(m)], convention)
@@ -250,3 +253,8 @@ class LoCoMoBenchmark:
         from eval.benchmarks.locomo.budget_table import recall_figure
 
         return recall_figure(metrics_list, out)
+
+    # -- what eval/'s shared reporting asks of this benchmark (core.api's per-benchmark reporting Protocols) --------
+    comparison = staticmethod(paired_comparison)  # scripts.compare_runs: eval/benchmarks/locomo/compare.py
+    recompute_retrieval = staticmethod(recompute_retrieval)  # scripts.add_fields: retrieval_paired.py
+    decomposition = staticmethod(decomposition_columns)  # results/tables/decomposition: decomposition.py

@@ -29,7 +29,7 @@ from eval.budget import budget_recall, row_returned_tokens
 from eval.context import RunContext
 from eval.intervals import report_settings
 from eval.metrics import percentiles
-from eval.retrieval_metrics import by_group, metric_names, question_scores, ranked_units, session_of, summarise
+from eval.retrieval_metrics import by_group, metric_names, question_scores, ranked_units, summarise
 from eval.tokens import returned_token_fields, token_summary
 from eval.workers import Progress, SystemGuard, run_stage
 
@@ -38,6 +38,13 @@ RETRIEVAL_STAGES = ("ingest", "retrieve")
 # LoCoMo's adversarial category: its questions have evidence but no answer in the conversation; reported apart
 # and left out of ``overall`` (issue: "category 5 reported apart")
 ADVERSARIAL = 5
+
+
+def session_of(turn_id: str) -> str:
+    """A LoCoMo turn id's session: ``D3:12`` -> ``D3`` (an id without a colon is its own session)."""
+    return str(turn_id).split(":", 1)[0]
+
+
 LEVELS = {"turn": None, "session": session_of}
 
 

@@ -1,87 +1,60 @@
-"""eval.decomposition: the four rows per LoCoMo slice are picked by (system, ablation), never mixed across slices."""
+"""eval/decomposition.py: the configured rows (conf/report.yaml), one block per group of a benchmark that groups
+them, each benchmark's cells asked of the class its runs record, and the failures column naming each benchmark."""
 
 from __future__ import annotations
 
-from eval.decomposition import decomposition_rows
+import pytest
+
+from eval.decomposition import decomposition_rows, decomposition_table, rows
+
+LOCOMO = "eval.benchmarks.locomo.LoCoMoBenchmark"
+HALUMEM = "eval.benchmarks.halumem.HaluMemBenchmark"  # the path runs made before the package split record
+SLICES = {"quick": {"conversations_selected": 1, "questions_selected": 20}, "conv-26": {"conversations_selected": 1, "questions_selected": 152}}
 
 
 def run(system: str, ablation: str, judge: float, n: int = 20, overrides: list[str] | None = None, slice_name: str = "quick") -> dict:
-    return {"metadata": {"system": system, "ablation": ablation, "overrides": overrides or []}, "slice_name": slice_name,
-            "overall": {"n": n, "judge": {"mean": judge, "ci_low": judge, "ci_high": judge}, "f1": {"mean": 0.1}}}  # fmt: skip
-
-
-def test_rows_are_picked_by_system_and_ablation_per_slice():
-    runs = {"locomo": [run("rag", "none", 0.3), run("mosaic", "oracle_extractor", 0.7), run("mosaic", "none", 0.25),
-                       run("mosaic", "none", 0.9, overrides=["system.conflict.k=1"]),  # a sweep point is not the row
-                       run("rag", "none", 0.4, n=152, slice_name="conv-26")]}  # fmt: skip
-    rows = decomposition_rows(runs, lambda m: m["slice_name"])
-    assert [r["LoCoMo slice"] for r in rows] == ["conv-26"] * 4 + ["quick"] * 4
-    quick = {r["row"]: r for r in rows[4:]}
-    assert quick["rag over turns"]["LoCoMo judge"].startswith("30.0")
-    assert quick["MOSAIC, model extractor"]["LoCoMo judge"].startswith("25.0")  # not the k=1 sweep run's 90.0
-    assert quick["MOSAIC, oracle extractor"]["LoCoMo judge"].startswith("70.0")
-    assert quick["rag over oracle facts"]["LoCoMo judge"] == ""  # no run: an empty cell, never a made-up one
-    assert rows[0]["LoCoMo judge"].startswith("40.0") and rows[1]["LoCoMo judge"] == ""
-
-
-def test_halumem_columns_come_from_the_same_system_and_ablation():
-    halumem = {"metadata": {"system": "mosaic", "ablation": "oracle_extractor", "overrides": [], "input_files": {"benchmark.path": "ab" * 32}},
-               "counts": {"questions": 55, "sessions_added": 25},
-               "update_links": {"update_points": 62, "right": 3, "wrong": 2, "missed": 5, "no_target": 52, "false_alarms": 4, "non_update_points": 200},
-               "updating": {"correct": {"mean": 0.5}, "hallucination": {"mean": 0.1}, "omission": {"mean": 0.4}},
-               "qa": {"correct": {"mean": 0.6}, "hallucination": {"mean": 0.2}, "omission": {"mean": 0.2}}}  # fmt: skip
-    rag_facts = {**halumem, "metadata": {**halumem["metadata"], "system": "rag", "ablation": "oracle_facts"}}
-    del rag_facts["update_links"]
-    rows = {r["row"]: r for r in decomposition_rows({"halumem": [halumem, rag_facts]}, lambda m: "")}
-    assert rows["MOSAIC, oracle extractor"]["HaluMem update correct / halluc. / omission"] == "50.0 / 10.0 / 40.0"
-    assert rows["MOSAIC, oracle extractor"]["HaluMem QA correct / halluc. / omission"] == "60.0 / 20.0 / 20.0"
-    assert rows["rag over turns"]["HaluMem QA correct / halluc. / omission"] == ""
-    assert rows["MOSAIC, oracle extractor"]["HaluMem data"] == "25 sessions, 55 q, file abababab, old protocol"  # which user, which protocol
-    links = "HaluMem update links right / wrong / missed / no target; false alarms"
-    # a run made before alarmed points were counted shows its events as events, not as points
-    assert rows["MOSAIC, oracle extractor"][links] == "3 / 2 / 5 / 52 of 62; 4 events on 200 points (points not counted)"
-    counted = {**halumem, "update_links": {**halumem["update_links"], "false_alarm_points": 3}}
-    rows_counted = {r["row"]: r for r in decomposition_rows({"halumem": [counted, rag_facts]}, lambda m: "")}
-    assert rows_counted["MOSAIC, oracle extractor"][links] == "3 / 2 / 5 / 52 of 62; 3 of 200"
-    assert rows["rag over turns"][links] == ""  # no run
-    assert rows["rag over oracle facts"][links] == "no check (append-only)"  # a run with no conflict check
+    return {"metadata": {"system": system, "ablation": ablation, "overrides": overrides or [], "benchmark_target": LOCOMO},
+            "slice": SLICES[slice_name], "overall": {"n": n, "judge": {"mean": judge, "ci_low": judge, "ci_high": judge}, "f1": {"mean": 0.1}}}  # fmt: skip
 
 
 def _halumem(system: str, ablation: str, sessions: int, correct: float) -> dict:
-    return {"metadata": {"system": system, "ablation": ablation, "overrides": [], "input_files": {"benchmark.path": "ab" * 32}},
+    return {"metadata": {"system": system, "ablation": ablation, "overrides": [], "input_files": {"benchmark.path": "ab" * 32},
+                         "benchmark_target": HALUMEM},
             "counts": {"questions": 2 * sessions, "sessions_added": sessions}, "failures": {"rows": 1, "ingest_turns": 0},
             "updating": {"correct": {"mean": correct}}, "qa": {"correct": {"mean": correct}}}  # fmt: skip
 
 
-def test_halumem_cells_pair_rows_over_the_same_sessions_only():
-    """A session-limited run (10 sessions) used to sit beside whole-user runs (25 sessions) of the other rows."""
-    runs = {"halumem": [_halumem("rag", "none", 25, 0.5), _halumem("rag", "oracle_facts", 25, 0.6),
-                        _halumem("mosaic", "oracle_extractor", 25, 0.7), _halumem("mosaic", "none", 10, 0.2)]}  # fmt: skip
-    rows = {r["row"]: r for r in decomposition_rows(runs, lambda m: "")}
-    assert {r["HaluMem data"] for name, r in rows.items() if name != "MOSAIC, model extractor"} == {"25 sessions, 50 q, file abababab, old protocol"}
-    assert rows["MOSAIC, model extractor"]["HaluMem data"] == "" and rows["MOSAIC, model extractor"]["HaluMem QA correct / halluc. / omission"] == ""
+def test_the_rows_are_the_configured_ones_in_their_order():
+    from eval.intervals import report_settings
+
+    configured = report_settings()["decomposition"]["rows"]
+    table = decomposition_rows({"locomo": [run("x", "none", 0.3)]})
+    assert [r["row"] for r in table] == [r["label"] for r in configured] == [name for _, name in rows()]
+    assert all(r["LoCoMo judge"] == "" for r in table)  # a system that is no row fills none
 
 
-def test_halumem_cells_pair_rows_scored_under_the_same_protocol_only():
-    """An old-protocol update column (old plus new unmarked counted Correct) must not sit beside a re-scored one."""
-    from eval.benchmarks.halumem.metrics import PROTOCOL
-
-    fixed_rag, fixed_oracle = _halumem("rag", "none", 25, 0.1), _halumem("mosaic", "oracle_extractor", 25, 0.4)
-    fixed_rag["protocol"] = fixed_oracle["protocol"] = PROTOCOL
-    old = [_halumem("rag", "none", 25, 0.9), _halumem("mosaic", "oracle_extractor", 25, 0.95)]
-    rows = {r["row"]: r for r in decomposition_rows({"halumem": [*old, fixed_rag, fixed_oracle]}, lambda m: "")}
-    assert rows["rag over turns"]["HaluMem data"] == "25 sessions, 50 q, file abababab, fixed protocol"
-    assert rows["rag over turns"]["HaluMem update correct / halluc. / omission"].startswith("10.0")
-    assert rows["MOSAIC, oracle extractor"]["HaluMem update correct / halluc. / omission"].startswith("40.0")
-    # more rows on the old protocol's slice: that slice is shown whole, the fixed rows are not mixed into it
-    old.append(_halumem("rag", "oracle_facts", 25, 0.8))
-    rows = {r["row"]: r for r in decomposition_rows({"halumem": [*old, fixed_rag, fixed_oracle]}, lambda m: "")}
-    assert {r["HaluMem data"] for r in rows.values() if r["HaluMem data"]} == {"25 sessions, 50 q, file abababab, old protocol"}
-    assert rows["rag over turns"]["HaluMem update correct / halluc. / omission"].startswith("90.0")
+def test_a_grouping_benchmark_repeats_the_rows_and_the_others_fill_each_block():
+    runs = {"locomo": [run("rag", "none", 0.3), run("rag", "none", 0.4, slice_name="conv-26")], "halumem": [_halumem("rag", "none", 25, 0.5)]}
+    table = decomposition_rows(runs)
+    assert len(table) == 2 * len(rows())
+    first = [r for r in table if r["row"] == "rag over turns"]
+    assert [r["LoCoMo judge"][:4] for r in first] == ["40.0", "30.0"]
+    assert first[0]["HaluMem data"] == first[1]["HaluMem data"] != ""  # the same HaluMem run in every block
 
 
 def test_failures_column_names_each_benchmark():
     lo = run("rag", "none", 0.3)
     lo["failures"] = {"rows": 0, "ingest_turns": 2}
-    rows = {r["row"]: r for r in decomposition_rows({"locomo": [lo], "halumem": [_halumem("rag", "none", 25, 0.5)]}, lambda m: "")}
+    rows = {r["row"]: r for r in decomposition_rows({"locomo": [lo], "halumem": [_halumem("rag", "none", 25, 0.5)]})}
     assert rows["rag over turns"]["failures (rows / ingest turns)"] == "LoCoMo 0 / 2; HaluMem 1 / 0"
+
+
+def test_the_caption_carries_each_benchmark_note_and_a_benchmark_without_columns_is_refused(monkeypatch):
+    table = decomposition_table({"locomo": [run("rag", "none", 0.3)], "halumem": [_halumem("rag", "none", 25, 0.5)]})
+    assert table.attrs["caption"].startswith("Extractor or organisation?") and "HaluMem cells come from one data slice" in table.attrs["caption"]
+    import eval.decomposition as decomposition
+
+    settings = {**decomposition._settings(), "benchmarks": ["eval.benchmarks.conflict.ConflictBenchmark"]}
+    monkeypatch.setattr(decomposition, "_settings", lambda: settings)
+    with pytest.raises(TypeError, match="declares no decomposition columns"):
+        decomposition_rows({"locomo": [run("rag", "none", 0.3)]})

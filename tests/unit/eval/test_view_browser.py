@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from eval.compare import locomo_outcomes
+from eval.benchmarks.locomo.compare import locomo_outcomes
 from eval.rows import read_rows
 from eval.view.browser import chromium, dump_dom
 from scripts.view import main as view_main

@@ -11,7 +11,7 @@ from core.config_check import ConfigKeyError
 from eval.benchmarks.locomo import LoCoMoBenchmark
 from eval.benchmarks.locomo.retrieval import is_retrieval_only
 from eval.config_checks import problems
-from eval.retrieval_table import retrieval_table
+from eval.benchmarks.locomo.retrieval_table import retrieval_table
 from tests.hydra_config import compose_config as compose
 from tests.unit.eval.benchmarks.locomo.test_locomo import make_ctx, make_system, read_keys, scripted_llm, tiny_locomo, write
 
@@ -74,7 +74,7 @@ def test_stage_choices_and_unranked_systems_fail_before_any_run(tmp_path):
 def test_a_full_run_is_read_as_a_retrieval_row_from_its_own_predictions(tmp_path):
     """Whole-conversation runs with answers get retrieval rows without running again: recall@top_k from their
     predictions is the run's own evidence recall."""
-    from eval.retrieval_table import from_full_run
+    from eval.benchmarks.locomo.retrieval_table import from_full_run
 
     data = write(tmp_path, tiny_locomo())
     full = LoCoMoBenchmark(path=str(data), top_k=2, bootstrap_samples=100).run(make_system(tmp_path), make_ctx(tmp_path / "full", scripted_llm()))
@@ -90,7 +90,7 @@ def test_retrieval_cells_resample_conversations_once_a_row_spans_five(tmp_path):
     difference show the conversation interval (wider here than the per-question one), and the row says so."""
     import json
 
-    from eval.retrieval_table import _recall_stat, question_conversations, retrieval_table
+    from eval.benchmarks.locomo.retrieval_table import _recall_stat, question_conversations, retrieval_table
 
     rows, base_rows = [], []
     for c in range(6):

@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 import shutil
 
-from eval.benchmarks.locomo.added_fields import ADDED_RECORD, add_fields, merge_new
+from eval.added_fields import ADDED_RECORD
+from eval.benchmarks.locomo.added_fields import add_fields
 from tests.conftest import REPO
 
 # a published quickstart run (20 questions of the development conversation)
@@ -22,20 +23,12 @@ def strip_new(node):
     return node
 
 
-def test_merge_adds_missing_keys_and_reports_values_that_differ():
-    existing = {"a": {"mean": 0.5, "ci_low": 0.4}, "b": 1}
-    added, conflicts = [], []
-    merge_new(existing, {"a": {"mean": 0.5, "ci_low": 0.3, "n_clusters": 1}, "c": [1]}, "", added, conflicts)
-    assert existing == {"a": {"mean": 0.5, "ci_low": 0.4, "n_clusters": 1}, "b": 1, "c": [1]}
-    assert added == ["a.n_clusters", "c"] and conflicts == ["a.ci_low: published 0.4, recomputed 0.3"]
-
-
 def test_a_run_made_before_the_fields_gets_them_and_keeps_every_value(tmp_path):
     run = shutil.copytree(QUICKSTART, tmp_path / "run")
     old = strip_new(json.loads((run / "metrics.json").read_text()))
     (run / "metrics.json").write_text(json.dumps(old, indent=2))
     report = add_fields(run)
-    assert not report.conflicts and report.added
+    assert not report.mismatches and report.added
     new = json.loads((run / "metrics.json").read_text())
     assert strip_new(new) == old  # nothing the run held has changed
     assert new["overall"]["judge"]["n_clusters"] == 1 and new["overall"]["judge"]["cluster_ci_low"] is not None
@@ -53,5 +46,5 @@ def test_a_run_whose_values_would_change_is_left_untouched(tmp_path):
     (run / "metrics.json").write_text(json.dumps(old, indent=2))
     before = (run / "metrics.json").read_text()
     report = add_fields(run)
-    assert report.conflicts and report.conflicts[0].startswith("overall.judge.mean: published")
+    assert report.mismatches and report.mismatches[0].startswith("overall.judge.mean: published")
     assert (run / "metrics.json").read_text() == before
