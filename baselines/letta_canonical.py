@@ -13,18 +13,20 @@ Three things in Letta's requests vary from run to run although nothing the agent
 * **The order.** Letta lists the agent's memory blocks, its tool rules and its tools in database order, which
   differs between two agents made the same way (random ids): ``in_canonical_order`` sorts the blocks by label
   and the rules by text, and ``LettaRequests.canonical`` sorts the tools by name.
-* **The recall count.** The memory metadata ends with ``- <n> previous messages between you and the user are
-  stored in recall memory``; Letta recounts n at every step (messages stored minus messages in context, which
-  Letta 0.11.7 gets negative while a step's messages are unsaved), so the system prompt changed between any two
-  steps and the server's prefix cache broke at its end: every step re-read the whole history after it.
-  ``without_recall_count`` keeps the sentence and drops the number, so the system prompt changes only when what
-  the agent holds changes (a memory block, the archival count, the session's date). The agent loses the exact
-  count (a wrong one here, see above) and keeps the fact that earlier messages are stored: it can still search
-  them with ``conversation_search``, and after an eviction Letta's summary message says that earlier messages were hidden
-  and sums them up (Letta 0.11.7's summariser, services/summarizer/summarizer.py, gives no count there either).
+* **The store counts.** The memory metadata ends with ``- <n> previous messages between you and the user are
+  stored in recall memory`` and, once the agent has archived something, ``- <m> total memories you created are
+  stored in archival memory``. Letta recounts n at every step (messages stored minus messages in context, which
+  Letta 0.11.7 gets negative while a step's messages are unsaved) and m at every archival insert, so the system
+  prompt changed between steps and the server's prefix cache broke at its end: the step re-read the whole history
+  after it. ``without_store_counts`` keeps both sentences and drops the numbers, so the system prompt changes only
+  when a memory block changes, when the archival line first appears, or at a new session's date. The agent loses
+  the exact counts (the recall one was wrong here, see above) and keeps what they told it: that earlier messages
+  and its own archived memories are stored, to be searched with ``conversation_search`` and
+  ``archival_memory_search``; after an eviction Letta's summary message says that earlier messages were hidden and
+  sums them up (Letta 0.11.7's summariser, services/summarizer/summarizer.py, gives no count there either).
 
 The response cache keys on the whole request, so before this no MemGPT call could ever be replayed and two runs
-of one slice were two different runs; the clock line and the recall count, ~1,700 tokens into the prompt at the
+of one slice were two different runs; the clock line and the store counts, ~1,700 tokens into the prompt at the
 end of the system message, also cut the server's prefix cache there on every step. ``LettaRequests.canonical``
 is the tool-call layer's ``canonical_request`` hook: it runs before the cache key and the prompt are made. The patterns are Letta 0.11.7's formats
 (letta/helpers/datetime_helpers.py, letta/system.py, letta/prompts/prompt_generator.py,
@@ -49,8 +51,10 @@ MEMORY_BLOCKS = re.compile(r"(<memory_blocks>\n)(.*?)(</memory_blocks>)", re.S)
 BLOCK = re.compile(r"<(\w+)>\n.*?\n</\1>\n*", re.S)
 TOOL_RULE = re.compile(r"<tool_rule>\n.*?\n</tool_rule>", re.S)
 # prompt_generator.py's memory metadata: "- {n} previous messages between you and the user are stored in recall memory
-# (use tools to access them)"; n may be negative (see the module docstring)
+# (use tools to access them)" (n may be negative, see the module docstring) and "- {m} total memories you created are
+# stored in archival memory (use tools to access them)"
 RECALL_COUNT = re.compile(r"^- -?\d+ previous (messages between you and the user are stored in recall memory)", re.M)
+ARCHIVAL_COUNT = re.compile(r"^- \d+ total (memories you created are stored in archival memory)", re.M)
 
 
 def parse_now(value: str | datetime) -> datetime:
@@ -115,22 +119,23 @@ def in_canonical_order(text: str) -> str:
     return text
 
 
-def without_recall_count(text: str) -> str:
-    """``text`` with the memory metadata's recall count dropped: "- Previous messages between you and the user are
-    stored in recall memory (...)", the same at every step (why: the module docstring)."""
-    return RECALL_COUNT.sub(lambda m: "- Previous " + m.group(1), text)
+def without_store_counts(text: str) -> str:
+    """``text`` with the memory metadata's counts dropped: "- Previous messages between you and the user are stored
+    in recall memory (...)", "- Memories you created are stored in archival memory (...)" (why: the module docstring)."""
+    text = RECALL_COUNT.sub(lambda m: "- Previous " + m.group(1), text)
+    return ARCHIVAL_COUNT.sub(lambda m: "- M" + m.group(1)[1:], text)
 
 
 class LettaRequests:
     """The tool-call layer's ``canonical_request`` hook for Letta: clock set to the agent's "now", blocks, rules
-    and tools in a fixed order, the recall count dropped (copies; the request as Letta sent it stays in the request
+    and tools in a fixed order, the store counts dropped (copies; the request as Letta sent it stays in the request
     log)."""
 
     def __init__(self, clock: LettaClock) -> None:
         self.clock = clock
 
     def canonical(self, request: dict[str, Any]) -> dict[str, Any]:
-        messages = [{**m, "content": without_recall_count(in_canonical_order(m["content"]))}
+        messages = [{**m, "content": without_store_counts(in_canonical_order(m["content"]))}
                     if m.get("role") == "system" and isinstance(m.get("content"), str) else m
                     for m in self.clock.rewrite(list(request.get("messages", [])))]
         out = {**request, "messages": messages}

@@ -93,10 +93,11 @@ def test_blocks_rules_and_tools_of_two_agents_made_alike_come_in_one_order():
     assert in_canonical_order(odd) == odd  # a shape it was not written for is left alone
 
 
-def test_the_recall_count_is_dropped_so_each_step_extends_the_previous_prompt():
+def test_the_store_counts_are_dropped_so_each_step_extends_the_previous_prompt():
     """Letta recounts "<n> previous messages ... in recall memory" at every step (here -1, then -4: 0.11.7 counts
-    it negative), which changed the system prompt and cut the server's prefix cache there. Canonical, the next
-    step's prompt begins with the whole previous one; a real change of what the agent holds still shows."""
+    it negative) and "<m> total memories ... in archival memory" at every insert, which changed the system prompt
+    and cut the server's prefix cache there. Canonical, the next step's prompt begins with the whole previous one;
+    a real change of what the agent holds still shows (an edited block, a first archived memory, a new date)."""
     clock = LettaClock(undated="2000-01-01T00:00:00")
     clock.set("2023-05-08T13:56:00")
     canonical = LettaRequests(clock).canonical
@@ -116,11 +117,12 @@ def test_the_recall_count_is_dropped_so_each_step_extends_the_previous_prompt():
     assert re.search(r"-?\d+ previous messages", system) is None
     for count in (0, 7, 1234):  # any count Letta writes, in any step
         assert canonical({"messages": letta_request(*wall, recall=count)})["messages"][0] == one["messages"][0]
-    # what the agent holds still changes the request: an edited memory block, an archival passage, the session's date
+    # what the agent holds still changes the request: an edited memory block, a first archival passage, the session's date
     edited = letta_request(*wall, blocks=PERSONA + HUMAN.replace("<value>\n\n</value>", "<value>\nLives in Berlin.\n</value>"), recall=-7)
     assert "Lives in Berlin." in canonical({"messages": edited})["messages"][0]["content"]
     archived = canonical({"messages": letta_request(*wall, recall=-7, archival=2)})["messages"][0]["content"]
-    assert "- 2 total memories you created are stored in archival memory" in archived and archived != system
+    assert "\n- Memories you created are stored in archival memory (use tools to access them)\n" in archived and archived != system
+    assert canonical({"messages": letta_request(*wall, recall=-9, archival=31)})["messages"][0]["content"] == archived
     clock.set("2023-05-25T13:14:00")
     assert canonical({"messages": first})["messages"][0] != one["messages"][0]
 
