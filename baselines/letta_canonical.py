@@ -102,14 +102,19 @@ class LettaClock:
 
 
 def in_canonical_order(text: str) -> str:
-    """``text`` with its memory blocks sorted by label and its tool rules by text (each keeps its own spacing)."""
+    """``text`` with its memory blocks sorted by label and its tool rules by text (each keeps its own spacing; the
+    line Letta 0.11.7 writes before the first block, "The following memory blocks are currently engaged ...", stays)."""
     def sort_blocks(match: re.Match[str]) -> str:
-        blocks = [m.group(0) for m in BLOCK.finditer(match.group(2))]
-        if "".join(blocks) != match.group(2):  # not the shape this was written for: leave it as it is
+        first = BLOCK.search(match.group(2))
+        if first is None:
+            return match.group(0)
+        preamble, rest = match.group(2)[: first.start()], match.group(2)[first.start():]
+        blocks = [m.group(0) for m in BLOCK.finditer(rest)]
+        if "".join(blocks) != rest or "<" in preamble:  # not the shape this was written for: leave it as it is
             return match.group(0)
         body = sorted((b.rstrip("\n") for b in blocks), key=lambda b: BLOCK.match(b + "\n").group(1))  # type: ignore[union-attr]
         separators = [b[len(b.rstrip("\n")):] for b in blocks]
-        return match.group(1) + "".join(b + sep for b, sep in zip(body, separators)) + match.group(3)
+        return match.group(1) + preamble + "".join(b + sep for b, sep in zip(body, separators)) + match.group(3)
 
     text = MEMORY_BLOCKS.sub(sort_blocks, text)
     rules = sorted(TOOL_RULE.findall(text))

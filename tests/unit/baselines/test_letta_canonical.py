@@ -21,6 +21,9 @@ TURN_TEXT = "[08 May 2023, 13:56] Ann: I moved to Berlin in March."
 
 PERSONA = "<persona>\n<description>\nThe persona block.\n</description>\n<value>\nI am a memory assistant.\n</value>\n</persona>\n\n"
 HUMAN = "<human>\n<description>\nThe human block.\n</description>\n<value>\n\n</value>\n</human>\n\n"
+# Letta 0.11.7 opens the memory blocks with this line (the shape check once missed it, so real prompts kept
+# their database order)
+PREAMBLE = "The following memory blocks are currently engaged in your core memory unit:\n\n"
 RULES = ["<tool_rule>\nsend_message ends your response (yields control) when called\n</tool_rule>",
          "<tool_rule>\nconversation_search requires continuing your response when called\n</tool_rule>"]
 
@@ -30,7 +33,7 @@ def letta_request(wall: str, wall_iso: str, wall_date: str, blocks: str = PERSON
     """One Letta step's messages, with the machine's clock at ``wall`` (three formats Letta writes), its memory
     blocks and tool rules in the order given (Letta's database order, which differs between agents), and the
     memory metadata's recall and archival counts (Letta leaves the archival line out at 0)."""
-    system = (f"You are MemGPT.\n<memory_blocks>\n{blocks}</memory_blocks>\n\n<tool_usage_rules>\n" + "\n".join(rules)
+    system = (f"You are MemGPT.\n<memory_blocks>\n{PREAMBLE}{blocks}</memory_blocks>\n\n<tool_usage_rules>\n" + "\n".join(rules)
               + "\n</tool_usage_rules>\n\n<memory_metadata>\n"
               f"- The current system date is: {wall_date}\n"
               f"- Memory blocks were last modified: {wall}\n"
@@ -89,6 +92,7 @@ def test_blocks_rules_and_tools_of_two_agents_made_alike_come_in_one_order():
     assert system.index("<human>") < system.index("<persona>") and system.index("conversation_search") < system.index("send_message ends")
     assert [t["function"]["name"] for t in monday["tools"]] == ["core_memory_append", "send_message"]
     assert in_canonical_order(system) == system and system.count("<persona>") == 1 and system.endswith("</memory_metadata>")
+    assert system.index(PREAMBLE) < system.index("<human>")  # the opening line stays first
     odd = "<memory_blocks>\nfree text\n</memory_blocks>"
     assert in_canonical_order(odd) == odd  # a shape it was not written for is left alone
 
