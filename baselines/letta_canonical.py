@@ -1,6 +1,6 @@
 """Letta's requests made canonical: a MemGPT request is a function of the benchmark and the configuration.
 
-Three things in Letta's requests vary from run to run although nothing the agent knows has changed:
+Four things in Letta's requests vary from run to run although nothing the agent knows has changed:
 
 * **The clock.** Letta stamps its prompts with the machine's clock: the system prompt's memory block ("The
   current system date is: <date>", "Memory blocks were last modified: <time>"), the ``"time"`` of every packaged
@@ -24,6 +24,10 @@ Three things in Letta's requests vary from run to run although nothing the agent
   and its own archived memories are stored, to be searched with ``conversation_search`` and
   ``archival_memory_search``; after an eviction Letta's summary message says that earlier messages were hidden and
   sums them up (Letta 0.11.7's summariser, services/summarizer/summarizer.py, gives no count there either).
+* **The ids.** Tool-call ids are random (Letta's, the tool-call layer's); the prompt never shows them, except where
+  Letta writes messages out as JSON text: its summariser sends the evicted messages that way, ids included.
+  ``with_numbered_ids`` renames every ``"id"`` / ``"tool_call_id"`` value in message text to ``call-<n>`` in order of
+  first appearance, so the links between calls and results stay and the text is the same in every run.
 
 The response cache keys on the whole request, so before this no MemGPT call could ever be replayed and two runs
 of one slice were two different runs; the clock line and the store counts, ~1,700 tokens into the prompt at the
@@ -54,6 +58,8 @@ TOOL_RULE = re.compile(r"<tool_rule>\n.*?\n</tool_rule>", re.S)
 # (use tools to access them)" (n may be negative, see the module docstring) and "- {m} total memories you created are
 # stored in archival memory (use tools to access them)"
 RECALL_COUNT = re.compile(r"^- -?\d+ previous (messages between you and the user are stored in recall memory)", re.M)
+# an id in JSON text ("id": "...", "tool_call_id": "..."), as Letta's summariser writes the evicted messages
+TEXT_ID = re.compile(r'("(?:id|tool_call_id)": ")([^"\\]+)(")')
 ARCHIVAL_COUNT = re.compile(r"^- \d+ total (memories you created are stored in archival memory)", re.M)
 
 
@@ -124,6 +130,17 @@ def in_canonical_order(text: str) -> str:
     return text
 
 
+def with_numbered_ids(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``messages`` (copies) with each id written in their text renamed ``call-<n>`` by first appearance (why: the
+    module docstring); the structured ``tool_calls`` ids are left alone (the prompt does not show them)."""
+    names: dict[str, str] = {}
+
+    def rename(match: re.Match[str]) -> str:
+        return match.group(1) + names.setdefault(match.group(2), f"call-{len(names) + 1}") + match.group(3)
+
+    return [{**m, "content": TEXT_ID.sub(rename, m["content"])} if isinstance(m.get("content"), str) else m for m in messages]
+
+
 def without_store_counts(text: str) -> str:
     """``text`` with the memory metadata's counts dropped: "- Previous messages between you and the user are stored
     in recall memory (...)", "- Memories you created are stored in archival memory (...)" (why: the module docstring)."""
@@ -133,7 +150,7 @@ def without_store_counts(text: str) -> str:
 
 class LettaRequests:
     """The tool-call layer's ``canonical_request`` hook for Letta: clock set to the agent's "now", blocks, rules
-    and tools in a fixed order, the store counts dropped (copies; the request as Letta sent it stays in the request
+    and tools in a fixed order, the store counts dropped, ids in text numbered (copies; the request as Letta sent it stays in the request
     log)."""
 
     def __init__(self, clock: LettaClock) -> None:
@@ -142,7 +159,7 @@ class LettaRequests:
     def canonical(self, request: dict[str, Any]) -> dict[str, Any]:
         messages = [{**m, "content": without_store_counts(in_canonical_order(m["content"]))}
                     if m.get("role") == "system" and isinstance(m.get("content"), str) else m
-                    for m in self.clock.rewrite(list(request.get("messages", [])))]
+                    for m in with_numbered_ids(self.clock.rewrite(list(request.get("messages", []))))]
         out = {**request, "messages": messages}
         if request.get("tools"):
             out["tools"] = sorted(request["tools"], key=lambda t: str((t.get("function") or t).get("name")))

@@ -131,6 +131,34 @@ def test_the_store_counts_are_dropped_so_each_step_extends_the_previous_prompt()
     assert canonical({"messages": first})["messages"][0] != one["messages"][0]
 
 
+def summary_request(boot_id: str, call_id: str) -> list[dict]:
+    """Letta's summariser call: the evicted messages written out as JSON lines (Letta's simple_formatter), with
+    the tool-call ids of that run."""
+    evicted = [{"role": "assistant", "content": None, "tool_calls": [{"id": boot_id, "type": "function", "function": {
+                   "name": "send_message", "arguments": "{}"}}]},
+               {"role": "tool", "content": "{\"status\": \"OK\"}", "tool_call_id": boot_id},
+               {"role": "user", "content": TURN_TEXT},
+               {"role": "assistant", "content": None, "tool_calls": [{"id": call_id, "type": "function", "function": {
+                   "name": "conversation_search", "arguments": "{}"}}]},
+               {"role": "tool", "content": "{\"status\": \"OK\"}", "tool_call_id": call_id}]
+    return [{"role": "system", "content": "Summarise the conversation."}, {"role": "assistant", "content": "Understood."},
+            {"role": "user", "content": "\n".join(json.dumps(m) for m in evicted)}]
+
+
+def test_ids_written_in_message_text_are_numbered_so_a_summary_call_replays():
+    """The summariser's transcript carries each run's random tool-call ids: numbered by first appearance, two runs
+    send the same text and each result still names its call."""
+    clock = LettaClock(undated="2000-01-01T00:00:00")
+    canonical = LettaRequests(clock).canonical
+    one = canonical({"messages": summary_request("ab5429d4-5e0b-4219-b9e8-84727", "call_0123456789abcdef01234567")})
+    two = canonical({"messages": summary_request("f00dbeef-1111-2222-3333-44444", "call_fedcba9876543210fedcba98")})
+    assert one == two
+    lines = [json.loads(line) for line in one["messages"][2]["content"].splitlines()]
+    assert lines[0]["tool_calls"][0]["id"] == lines[1]["tool_call_id"] == "call-1"
+    assert lines[3]["tool_calls"][0]["id"] == lines[4]["tool_call_id"] == "call-2"
+    assert lines[2]["content"] == TURN_TEXT
+
+
 def test_the_clock_follows_the_session_and_is_fixed_without_one():
     clock = LettaClock(undated="2000-01-01T00:00:00")
     clock.set("2023-05-08T13:56:00")
