@@ -1,6 +1,6 @@
 """Letta's requests made canonical: a MemGPT request is a function of the benchmark and the configuration.
 
-Two things in Letta's requests vary from run to run although nothing the agent knows has changed:
+Four things in Letta's requests vary from run to run although nothing the agent knows has changed:
 
 * **The clock.** Letta stamps its prompts with the machine's clock: the system prompt's memory block ("The
   current system date is: <date>", "Memory blocks were last modified: <time>"), the ``"time"`` of every packaged
@@ -13,11 +13,26 @@ Two things in Letta's requests vary from run to run although nothing the agent k
 * **The order.** Letta lists the agent's memory blocks, its tool rules and its tools in database order, which
   differs between two agents made the same way (random ids): ``in_canonical_order`` sorts the blocks by label
   and the rules by text, and ``LettaRequests.canonical`` sorts the tools by name.
+* **The store counts.** The memory metadata ends with ``- <n> previous messages between you and the user are
+  stored in recall memory`` and, once the agent has archived something, ``- <m> total memories you created are
+  stored in archival memory``. Letta recounts n at every step (messages stored minus messages in context, which
+  Letta 0.11.7 gets negative while a step's messages are unsaved) and m at every archival insert, so the system
+  prompt changed between steps and the server's prefix cache broke at its end: the step re-read the whole history
+  after it. ``without_store_counts`` keeps both sentences and drops the numbers, so the system prompt changes only
+  when a memory block changes, when the archival line first appears, or at a new session's date. The agent loses
+  the exact counts (the recall one was wrong here, see above) and keeps what they told it: that earlier messages
+  and its own archived memories are stored, to be searched with ``conversation_search`` and
+  ``archival_memory_search``; after an eviction Letta's summary message says that earlier messages were hidden and
+  sums them up (Letta 0.11.7's summariser, services/summarizer/summarizer.py, gives no count there either).
+* **The ids.** Tool-call ids are random (Letta's, the tool-call layer's); the prompt never shows them, except where
+  Letta writes messages out as JSON text: its summariser sends the evicted messages that way, ids included.
+  ``with_numbered_ids`` renames every ``"id"`` / ``"tool_call_id"`` value in message text to ``call-<n>`` in order of
+  first appearance, so the links between calls and results stay and the text is the same in every run.
 
 The response cache keys on the whole request, so before this no MemGPT call could ever be replayed and two runs
-of one slice were two different runs; the clock line ~1,700 tokens into the system prompt also cut the server's
-prefix cache there on every step. ``LettaRequests.canonical`` is the tool-call layer's ``canonical_request`` hook:
-it runs before the cache key and the prompt are made. The patterns are Letta 0.11.7's formats
+of one slice were two different runs; the clock line and the store counts, ~1,700 tokens into the prompt at the
+end of the system message, also cut the server's prefix cache there on every step. ``LettaRequests.canonical``
+is the tool-call layer's ``canonical_request`` hook: it runs before the cache key and the prompt are made. The patterns are Letta 0.11.7's formats
 (letta/helpers/datetime_helpers.py, letta/system.py, letta/prompts/prompt_generator.py,
 letta/services/tool_executor/core_tool_executor.py, letta/schemas/memory.py).
 """
@@ -39,6 +54,13 @@ TIME_AGO = re.compile(r"(time_ago\\*['\"]\s*:\s*\\*['\"])\d+[smhd] ago")
 MEMORY_BLOCKS = re.compile(r"(<memory_blocks>\n)(.*?)(</memory_blocks>)", re.S)
 BLOCK = re.compile(r"<(\w+)>\n.*?\n</\1>\n*", re.S)
 TOOL_RULE = re.compile(r"<tool_rule>\n.*?\n</tool_rule>", re.S)
+# prompt_generator.py's memory metadata: "- {n} previous messages between you and the user are stored in recall memory
+# (use tools to access them)" (n may be negative, see the module docstring) and "- {m} total memories you created are
+# stored in archival memory (use tools to access them)"
+RECALL_COUNT = re.compile(r"^- -?\d+ previous (messages between you and the user are stored in recall memory)", re.M)
+# an id in JSON text ("id": "...", "tool_call_id": "..."), as Letta's summariser writes the evicted messages
+TEXT_ID = re.compile(r'("(?:id|tool_call_id)": ")([^"\\]+)(")')
+ARCHIVAL_COUNT = re.compile(r"^- \d+ total (memories you created are stored in archival memory)", re.M)
 
 
 def parse_now(value: str | datetime) -> datetime:
@@ -86,14 +108,19 @@ class LettaClock:
 
 
 def in_canonical_order(text: str) -> str:
-    """``text`` with its memory blocks sorted by label and its tool rules by text (each keeps its own spacing)."""
+    """``text`` with its memory blocks sorted by label and its tool rules by text (each keeps its own spacing; the
+    line Letta 0.11.7 writes before the first block, "The following memory blocks are currently engaged ...", stays)."""
     def sort_blocks(match: re.Match[str]) -> str:
-        blocks = [m.group(0) for m in BLOCK.finditer(match.group(2))]
-        if "".join(blocks) != match.group(2):  # not the shape this was written for: leave it as it is
+        first = BLOCK.search(match.group(2))
+        if first is None:
+            return match.group(0)
+        preamble, rest = match.group(2)[: first.start()], match.group(2)[first.start():]
+        blocks = [m.group(0) for m in BLOCK.finditer(rest)]
+        if "".join(blocks) != rest or "<" in preamble:  # not the shape this was written for: leave it as it is
             return match.group(0)
         body = sorted((b.rstrip("\n") for b in blocks), key=lambda b: BLOCK.match(b + "\n").group(1))  # type: ignore[union-attr]
         separators = [b[len(b.rstrip("\n")):] for b in blocks]
-        return match.group(1) + "".join(b + sep for b, sep in zip(body, separators)) + match.group(3)
+        return match.group(1) + preamble + "".join(b + sep for b, sep in zip(body, separators)) + match.group(3)
 
     text = MEMORY_BLOCKS.sub(sort_blocks, text)
     rules = sorted(TOOL_RULE.findall(text))
@@ -103,16 +130,36 @@ def in_canonical_order(text: str) -> str:
     return text
 
 
+def with_numbered_ids(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``messages`` (copies) with each id written in their text renamed ``call-<n>`` by first appearance (why: the
+    module docstring); the structured ``tool_calls`` ids are left alone (the prompt does not show them)."""
+    names: dict[str, str] = {}
+
+    def rename(match: re.Match[str]) -> str:
+        return match.group(1) + names.setdefault(match.group(2), f"call-{len(names) + 1}") + match.group(3)
+
+    return [{**m, "content": TEXT_ID.sub(rename, m["content"])} if isinstance(m.get("content"), str) else m for m in messages]
+
+
+def without_store_counts(text: str) -> str:
+    """``text`` with the memory metadata's counts dropped: "- Previous messages between you and the user are stored
+    in recall memory (...)", "- Memories you created are stored in archival memory (...)" (why: the module docstring)."""
+    text = RECALL_COUNT.sub(lambda m: "- Previous " + m.group(1), text)
+    return ARCHIVAL_COUNT.sub(lambda m: "- M" + m.group(1)[1:], text)
+
+
 class LettaRequests:
     """The tool-call layer's ``canonical_request`` hook for Letta: clock set to the agent's "now", blocks, rules
-    and tools in a fixed order (copies; the request as Letta sent it stays in the request log)."""
+    and tools in a fixed order, the store counts dropped, ids in text numbered (copies; the request as Letta sent it stays in the request
+    log)."""
 
     def __init__(self, clock: LettaClock) -> None:
         self.clock = clock
 
     def canonical(self, request: dict[str, Any]) -> dict[str, Any]:
-        messages = [{**m, "content": in_canonical_order(m["content"])} if m.get("role") == "system" and isinstance(m.get("content"), str) else m
-                    for m in self.clock.rewrite(list(request.get("messages", [])))]
+        messages = [{**m, "content": without_store_counts(in_canonical_order(m["content"]))}
+                    if m.get("role") == "system" and isinstance(m.get("content"), str) else m
+                    for m in with_numbered_ids(self.clock.rewrite(list(request.get("messages", []))))]
         out = {**request, "messages": messages}
         if request.get("tools"):
             out["tools"] = sorted(request["tools"], key=lambda t: str((t.get("function") or t).get("name")))

@@ -195,6 +195,7 @@ def test_a_repeated_slice_through_real_letta_makes_no_llm_call_and_the_same_pred
     two results folders, the second run sends the server nothing and predicts the same."""
     import json
     import os
+    import re
     import subprocess
     import sys
     from datetime import datetime, timezone
@@ -224,6 +225,16 @@ def test_a_repeated_slice_through_real_letta_makes_no_llm_call_and_the_same_pred
                    for folder in ("first", "second")]
     assert predictions[0] == predictions[1] and len(predictions[0]) == 2
     sent = json.dumps(fake.requests)
+    # the prefix: Letta's store counts are gone, so a step's prompt begins with the whole previous step's prompt
+    # unless a memory block changed in between (the scripted agent archives every turn; only the first shows)
+    assert re.search(r"-?\d+ (previous messages between you|total memories you created)", sent) is None
+    assert "- Previous messages between you" in sent and "- Memories you created are stored in archival memory" in sent
+    steps = [r["messages"] for r in fake.requests[:calls] if "anyOf" in json.dumps(r.get("response_format") or {})]
+    pairs = list(zip(steps, steps[1:]))
+    same_system = [(a, b) for a, b in pairs if a[0] == b[0]]
+    extended = sum(b[: len(a)] == a for a, b in same_system)
+    print(f"tool steps {len(steps)}: {len(same_system)} pairs with the same system message, {extended} of them extend the previous prompt")
+    assert extended == len(same_system) and len(same_system) >= len(pairs) - 3
     today = datetime.now(timezone.utc)
     assert "May 08, 2023" in sent  # the agent's date is the session's, and the machine's is nowhere
     assert today.strftime("%B %d, %Y") not in sent and today.strftime("%Y-%m-%d") not in sent

@@ -151,3 +151,77 @@ def test_sigterm_with_a_tool_call_in_flight_stops_within_10s(tiny_locomo, tmp_pa
     pid = int(agent_log.split("pid ")[1].split()[0])
     with pytest.raises(ProcessLookupError):  # the agent server is gone, not left to its owner-watch loop
         os.kill(pid, 0)
+
+
+# run.py's path with the local model's loader replaced by one that holds the GIL, as xllamacpp's Server() does for the
+# whole of llama.cpp's model load (its constructor has no `nogil` section): no Python code, the signal handler
+# included, runs in any thread until it returns. The "model" it loads then serves from the fault server.
+SLOW_LOAD_CHILD = """
+import ctypes, json, signal, sys, types
+from pathlib import Path
+overrides, url, marker, load_s = json.loads(sys.argv[1]), sys.argv[2], Path(sys.argv[3]), int(sys.argv[4])
+
+class Params:  # xllamacpp.CommonParams: nested settings, any of which may be set
+    def __getattr__(self, name):
+        value = Params()
+        object.__setattr__(self, name, value)
+        return value
+
+class Server:
+    def __init__(self, params):
+        marker.write_text("loading")
+        # a C call made with the GIL held that a signal does not cut short (a bare sleep() returns on one)
+        held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
+        ctypes.PyDLL(None).sleep(load_s)
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+        self.listening_address = url
+
+sys.modules["xllamacpp"] = types.ModuleType("xllamacpp")
+sys.modules["xllamacpp"].CommonParams, sys.modules["xllamacpp"].Server = Params, Server
+import core.model_files
+core.model_files.resolve_model = lambda spec, **kwargs: Path("/stub/model.gguf")
+from tests.integration.test_faults import compose_cfg
+from eval.runner import Terminated, run
+from run import exit_now
+try:
+    run(compose_cfg(overrides), overrides=overrides)
+except Terminated as stop:
+    exit_now(int(stop.code))
+"""
+LOAD_S = 5
+
+
+@pytest.mark.parametrize("workers", [1, 4])
+def test_one_sigterm_while_the_local_model_loads_stops_the_run(tiny_locomo, tmp_path, embed_cache, workers):  # noqa: F811
+    """The first SIGTERM is acted on as soon as the load returns (it cannot be earlier: the handler needs the GIL),
+    the loaded model is never asked, and no second signal is needed. ``workers=4``: a worker thread loads the model
+    while the main thread waits, the shape of MemGPT's tool-call layer."""
+    with FakeOpenAIServer(mode="hang", hang_s=HANG_S) as slow:
+        overrides = [o for o in overrides_for(slow.url, tiny_locomo, tmp_path, embed_cache, f"run.workers={workers}")
+                     if not o.startswith("llm")] + ["llm=local", "llm.model=stub", "llm.timeout_s=300"]
+        marker = tmp_path / "load"
+        env = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1"}
+        proc = subprocess.Popen([sys.executable, "-c", SLOW_LOAD_CHILD, json.dumps(overrides), slow.url, str(marker), str(LOAD_S)],
+                                cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 180
+        while not marker.exists() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if not marker.exists():
+            proc.kill()
+            pytest.fail(f"the model load never started: {proc.communicate()[1][-3000:]}")
+        calls = slow.calls
+        started = time.monotonic()
+        proc.send_signal(signal.SIGTERM)  # once
+        try:
+            _, err = proc.communicate(timeout=LOAD_S + STOP_LIMIT_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            pytest.fail(f"still running {LOAD_S + STOP_LIMIT_S} s after one SIGTERM during the load: {proc.communicate()[1][-3000:]}")
+        seconds = time.monotonic() - started
+        time.sleep(1.0)
+        late_calls = slow.calls - calls
+    print(f"\nSIGTERM during the model load (workers={workers}): exit {proc.returncode} after {seconds:.1f} s "
+          f"(load {LOAD_S} s), {late_calls} calls after the signal")
+    assert proc.returncode == 143, err[-3000:]
+    assert LOAD_S - 1 < seconds < LOAD_S + STOP_LIMIT_S and late_calls == 0  # not before the load returned, soon after
+    _recorded(run_dir_for(compose_cfg(overrides)))
