@@ -88,12 +88,16 @@ class LettaClock:
 def in_canonical_order(text: str) -> str:
     """``text`` with its memory blocks sorted by label and its tool rules by text (each keeps its own spacing)."""
     def sort_blocks(match: re.Match[str]) -> str:
-        blocks = [m.group(0) for m in BLOCK.finditer(match.group(2))]
-        if "".join(blocks) != match.group(2):  # not the shape this was written for: leave it as it is
+        # Letta 0.11.7 opens the section with a line of plain text ("The following memory blocks are currently
+        # engaged ...") before the blocks: it stays where it is, only the blocks after it are sorted.
+        found = list(BLOCK.finditer(match.group(2)))
+        preamble = match.group(2)[: found[0].start()] if found else match.group(2)
+        blocks = [m.group(0) for m in found]
+        if not blocks or "<" in preamble or preamble + "".join(blocks) != match.group(2):  # not the shape this was written for
             return match.group(0)
         body = sorted((b.rstrip("\n") for b in blocks), key=lambda b: BLOCK.match(b + "\n").group(1))  # type: ignore[union-attr]
         separators = [b[len(b.rstrip("\n")):] for b in blocks]
-        return match.group(1) + "".join(b + sep for b, sep in zip(body, separators)) + match.group(3)
+        return match.group(1) + preamble + "".join(b + sep for b, sep in zip(body, separators)) + match.group(3)
 
     text = MEMORY_BLOCKS.sub(sort_blocks, text)
     rules = sorted(TOOL_RULE.findall(text))
