@@ -137,12 +137,18 @@ class LettaServer:
         self._clients: list[httpx.Client] = []  # every thread's client, closed by close_clients()
         self._clients_lock = threading.Lock()
         self._local = threading.local()  # one HTTP client per thread
+        self._ready = False  # start() has returned: healthy and its schema fixed
 
     @property
     def running(self) -> bool:
-        return self.process is not None and self.process.running
+        """Up and ready for requests. Not merely spawned: the process runs from the moment start() spawns it, while
+        start() still waits for its health check and fixes its schema; a thread that took that for "running" (the
+        adapter's start-once check, with several namespaces written at once) sent its first request to a port that
+        did not answer yet."""
+        return self._ready and self.process is not None and self.process.running
 
     def start(self) -> None:
+        self._ready = False
         port = free_port()
         self.base_url = f"http://127.0.0.1:{port}"
         self.home.mkdir(parents=True, exist_ok=True)
@@ -159,6 +165,7 @@ class LettaServer:
         self.start_s = round(time.perf_counter() - started, 1)
         self.schema_fixed = fix_archives_agents_default(self.home / ".letta" / "sqlite.db") or self.schema_fixed
         self._generation += 1  # a restarted server: every thread's client is renewed
+        self._ready = True
         log.info("letta server up in %.0f s on %s (schema fix applied: %s)", self.start_s, self.base_url, self.schema_fixed)
 
     def close_clients(self) -> None:
@@ -170,6 +177,7 @@ class LettaServer:
 
     def stop(self) -> None:
         """SIGTERM, then SIGKILL after ``stop_grace_s``."""
+        self._ready = False
         if self.process is not None:
             self.process.stop()
             self.process = None

@@ -15,7 +15,7 @@ is sent to the agent; its reply is what the answerer sees).
 Letta's LLM calls bypass the harness client; the tool-call layer still sends them through it
 (meter and cache, purpose ``memgpt.step``), and each add is metered from the usage Letta reports.
 
-Concurrency (``run.workers``; prepared, switched off: see ``parallel_namespaces``): one agent each. Each agent's LLM endpoint is
+Concurrency (``run.workers``, see ``parallel_namespaces``): one agent per namespace. Each agent's LLM endpoint is
 ``/v1/agents/<tag>`` on the tool-call layer, so a request in flight is known to be that agent's: its clock (the
 agent's "now") and its reply counts are the agent's own. Each thread talks to Letta on its own HTTP client.
 """
@@ -93,11 +93,12 @@ def endpoint_tag(namespace: str) -> str:
 class MemGPTMemory:
     """One Letta agent per namespace on a Letta server the adapter starts and stops."""
 
-    # Off: with endpoint tags three namespaces written at once give the serial results
-    # (tests/integration/test_concurrent_writes.py), but 16 units at 4 and 16 workers did not
-    # (results/bench/concurrency.md, "same outcomes" False), cause not yet found; and Letta's own CPU per call
-    # bounds the gain there (2.3x at 16). Serialised until that difference is explained.
-    parallel_namespaces = False
+    # On: each agent has its own endpoint (clock, reply counts), each thread its own HTTP client. Two causes made
+    # agents written at once differ from a serial run, both fixed: Letta lists an agent's persona and human blocks
+    # in database order (random between agents) after an opening line that the canonical order did not expect
+    # (baselines/letta_canonical.py), and a thread could see the Letta process spawned as running before it answered
+    # (baselines/letta_server.py). Letta's own CPU per call still bounds the gain (results/bench/concurrency.md).
+    parallel_namespaces = True
 
     def __init__(
         self,

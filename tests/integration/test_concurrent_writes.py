@@ -31,8 +31,6 @@ def _units() -> list[Unit]:
 def _outcomes(name: str, workers: int, tmp_path: Path, embedder) -> list[dict]:
     llm = SimulatedLLM(latency={"fixed_s": 0.01, "decode_s_per_token": 0.0})
     system = build(name, llm, embedder, tmp_path / f"{name}-{workers}")
-    if name == "memgpt":
-        system.parallel_namespaces = True  # the class leaves it off (baselines/memgpt.py says why); the machinery is checked here
     try:
         assert SystemGuard(system).namespace_workers(workers) == workers  # the system declares parallel namespaces
         return drive(system, _units(), workers)

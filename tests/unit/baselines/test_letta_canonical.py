@@ -214,3 +214,13 @@ def test_the_adapter_sets_the_clock_to_each_turns_session_time(tmp_path):
     assert "May 08, 2023" in seen[0] and "May 25, 2023" in seen[1]
     turns = memory.metrics()["turns_this_invocation"]
     assert [t["turn_index"] for t in turns] == [0, 1] and memory.metrics()["prefix_reuse"]["turns"] == 2
+
+
+def test_blocks_after_letta_s_opening_line_are_sorted_too():
+    """Letta 0.11.7 opens <memory_blocks> with a line of text before the first block; two agents made alike list
+    persona and human in either order there (seen with four agents written at once), and the line must stay first."""
+    opening = "The following memory blocks are currently engaged in your core memory unit:\n\n"
+    one, other = (f"You are MemGPT.\n<memory_blocks>\n{opening}{blocks}</memory_blocks>\n" for blocks in (PERSONA + HUMAN, HUMAN + PERSONA))
+    assert in_canonical_order(one) == in_canonical_order(other) == f"You are MemGPT.\n<memory_blocks>\n{opening}{HUMAN}{PERSONA}</memory_blocks>\n"
+    tagged = f"<memory_blocks>\n<b>bold</b> text\n{PERSONA}{HUMAN}</memory_blocks>"
+    assert in_canonical_order(tagged) == tagged  # an opening that holds markup is not a shape it knows: left alone

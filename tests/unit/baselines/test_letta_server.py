@@ -197,3 +197,35 @@ def test_the_server_starts_with_home_in_the_run_folder_repairs_its_schema_answer
         process = server.process
         server.stop()
     assert not server.running and server.process is None and not process.running
+
+
+def test_the_server_is_not_running_for_other_threads_until_its_start_has_returned(tmp_path):
+    """With namespaces written at once, the adapter starts Letta once (a lock and a ``running`` check): a thread that
+    saw the process spawned as running sent its first request while the server was still booting (connection refused)."""
+    import sys
+    import threading
+    import time
+
+    from baselines.letta_server import LettaServer
+
+    script = tmp_path / "slow_letta.py"
+    script.write_text("import time\ntime.sleep(2)  # Letta boots for seconds before its port answers\n" + FAKE_LETTA)
+    letta = tmp_path / "letta"
+    letta.write_text(f'#!/usr/bin/env bash\nexec "{sys.executable}" "{script}" "$@" "{LETTA_DDL}"\n')
+    letta.chmod(letta.stat().st_mode | stat.S_IXUSR)
+    server = LettaServer(str(letta), tmp_path / "run", start_timeout_s=30, request_timeout_s=10, stop_grace_s=3)
+    starting = threading.Thread(target=server.start)
+    starting.start()
+    try:
+        deadline = time.monotonic() + 10
+        while not (server.process is not None and server.process.running) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert server.process is not None and server.process.running  # spawned, still booting
+        assert not server.running  # what another thread sees: not yet
+        starting.join(30)
+        assert server.running and server.request("GET", "/v1/agents/a1") == {"id": "a1"}
+    finally:
+        starting.join(30)
+        server.close_clients()
+        server.stop()
+    assert not server.running
