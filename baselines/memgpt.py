@@ -252,6 +252,16 @@ class MemGPTMemory:
     # bounds the gain there (2.3x at 16). Serialised until that difference is explained.
     parallel_namespaces = False
 
+    @staticmethod
+    def row_label(settings: dict[str, str]) -> str | None:
+        """What a configuration measures, where "memgpt" would mislead (core.api.LabelsRows): ``ingest_mode=archival``
+        puts the turns into Letta's archival (vector) store, so its rows measure retrieval through Letta's store,
+        answered by the harness's answerer or the agent, not MemGPT's own memory management."""
+        if settings.get("ingest_mode") != "archival":
+            return None
+        answerer = {"shared": "harness answerer", "agent": "MemGPT agent answerer"}.get(settings.get("answer_mode", "shared"))
+        return f"Letta archival store + {answerer}" if answerer else None
+
     def __init__(
         self,
         llm: Any,

@@ -395,6 +395,7 @@ def _run_locked(cfg: DictConfig, overrides: list[str] | None, run_dir: Path, inp
             "benchmark": str(cfg.benchmark.name),
             "benchmark_target": str(cfg.benchmark._target_),
             "system": str(cfg.system.name),
+            "system_target": str(cfg.system._target_),
             "ablation": str(cfg.ablation_name),
             "config_hash": run_dir.name,
             "llm_model_id": llm.model_id,

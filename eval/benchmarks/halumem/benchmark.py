@@ -52,6 +52,7 @@ from eval.benchmarks.halumem.data import HUB_REPO, HaluMemUser, Session, halumem
 from eval.benchmarks.halumem.judge import QA_LABELS, UPDATE_LABELS, HaluMemJudge, Verdict
 from eval.benchmarks.halumem.mechanism import chain_row, gold_replacements, mechanism_metrics, probe_session
 from eval.benchmarks.halumem.metrics import PROTOCOL, by_memory_type, by_question_type, extraction_metrics, label_metrics, ranking_metrics
+from eval.benchmarks.halumem.public import publish_copy
 from eval.benchmarks.halumem.retrieval import RETRIEVAL_STAGES, run_halumem_retrieval
 from eval.benchmarks.halumem.table import make_table
 from eval.benchmarks.halumem.update_links import fact_id_of, link_session, update_link_metrics
@@ -529,3 +530,7 @@ class HaluMemBenchmark:
 
             return halumem_retrieval_table(metrics_list)
         return make_table(metrics_list, *args, **kwargs)
+
+    # what of a run folder may be published (core.api.PublishesOwnCopy): HaluMem's data is CC BY-NC-ND 4.0, so rows
+    # without dataset text and no saved memory (eval/benchmarks/halumem/public.py, docs/halumem.md "Publishing a run")
+    publish_copy = staticmethod(publish_copy)

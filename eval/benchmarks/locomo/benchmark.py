@@ -22,7 +22,7 @@ from tqdm import tqdm
 from core.api import MemorySystem
 from core.config_check import ConfigKeyError
 from eval.benchmarks.locomo.audit import GOLD_MODES, audited_keys
-from eval.benchmarks.locomo.data import CONVENTIONS, Episode, Question, SliceSpec, load_locomo, slice_episodes
+from eval.benchmarks.locomo.data import CONVENTIONS, Episode, Question, SliceSpec, config_problems, load_locomo, slice_episodes
 from eval.benchmarks.locomo.metrics import aggregate, gold_slices, ingest_summary, paired_judgements
 from eval.benchmarks.locomo.retrieval import FULL_STAGES, RETRIEVAL_STAGES, check_stages, is_retrieval_only, run_retrieval
 from eval.benchmarks.locomo.stages import Search, ingest, judged, judgement_row, predict, predicted, search, searches_in_order
@@ -225,6 +225,8 @@ class LoCoMoBenchmark:
         return judgements
 
     # -- tables ----------------------------------------------------------------------------
+    config_problems = staticmethod(config_problems)  # its own keys' checks, before anything is built (core.api.ChecksOwnConfig)
+
     @staticmethod
     def make_table(metrics_list: list[dict[str, Any]], convention: str | None = None) -> pd.DataFrame:
         """Table 1: one row per run (system / ablation), categories x judge/F1/BLEU-1 with CIs; retrieval-only runs
