@@ -440,3 +440,12 @@ class HasExtraTables(Protocol):
 
     @staticmethod
     def make_extra_tables(metrics_list: list[dict[str, Any]]) -> dict[str, Any]: ...
+
+
+@runtime_checkable
+class DrawsFigures(Protocol):
+    """Optional, on a benchmark class: figures (PNG files written into ``out``) from the same metrics.json dicts;
+    scripts/make_tables.py prints where they went."""
+
+    @staticmethod
+    def make_figures(metrics_list: list[dict[str, Any]], out: Any) -> list[Any]: ...

@@ -123,12 +123,12 @@ class RecordedMetrics(OrderedRecord):
 
     @property
     def has_main_metric(self) -> bool:
-        """Whether the benchmark reports one main metric (LoCoMo, HaluMem) rather than a block of them."""
+        """Whether the benchmark reports one main metric rather than a block of them (its ``main_metric`` key)."""
         return "main_metric" in self.model_fields_set
 
     @property
     def system_overrides(self) -> list[str]:
-        """The ``system.*`` values the command line set, without the prefix (``conflict.k=1``)."""
+        """The ``system.*`` values the command line set, without the prefix (``retrieval.k=1``)."""
         return [o.removeprefix("system.") for o in self.metadata.overrides if o.startswith("system.")]
 
     @property

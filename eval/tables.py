@@ -46,7 +46,7 @@ def system_label(metrics: dict[str, Any]) -> str:
 
 def row_label(metrics: dict[str, Any]) -> str:
     """A results row's name: what the system measures (``system_label``), its ablation, and the
-    ``system.*`` values its command line set (a sweep's ``system.conflict.k=1`` becomes ``(conflict.k=1)``),
+    ``system.*`` values its command line set (a sweep's ``system.retrieval.k=1`` becomes ``(retrieval.k=1)``),
     so runs that differ only by such a value do not share a name in a table."""
     meta = metrics.get("metadata", {})
     system = system_label(metrics)
