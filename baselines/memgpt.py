@@ -251,6 +251,7 @@ class MemGPTMemory:
     # (results/bench/concurrency.md, "same outcomes" False), cause not yet found; and Letta's own CPU per call
     # bounds the gain there (2.3x at 16). Serialised until that difference is explained.
     parallel_namespaces = False
+    input_parameters = ("letta_bin",)  # the server binary is hashed into a run's identity (core.api.DeclaresInputs)
 
     @staticmethod
     def row_label(settings: dict[str, str]) -> str | None:

@@ -449,3 +449,12 @@ class DrawsFigures(Protocol):
 
     @staticmethod
     def make_figures(metrics_list: list[dict[str, Any]], out: Any) -> list[Any]: ...
+
+
+@runtime_checkable
+class DeclaresInputs(Protocol):
+    """Optional, on a benchmark or system class: the constructor parameters that name input files (a dataset, a
+    suite, an errata file, a server binary). Each one whose file exists is hashed into the run's identity
+    (eval.provenance.input_hashes); a class that declares none has no input files."""
+
+    input_parameters: tuple[str, ...]

@@ -125,6 +125,8 @@ def dialogue_text(session: Session) -> str:
 class HaluMemBenchmark:
     """HaluMem on any ``MemorySystem``; see the module docstring for the protocol."""
 
+    input_parameters = ("path",)  # the file hashed into a run's identity (core.api.DeclaresInputs); the hub has none
+
     path: str | None = None
     variant: str | None = None  # Medium | Long: table label and hub file; None = from the file name
     hub_repo: str = HUB_REPO

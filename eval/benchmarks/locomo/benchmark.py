@@ -40,6 +40,8 @@ if TYPE_CHECKING:  # tables are built in eval.benchmarks.locomo.table, which imp
 class LoCoMoBenchmark:
     """Config: conf/benchmark/locomo.yaml. ``run`` returns the metrics dict (the runner adds metadata)."""
 
+    input_parameters = ("path", "audit_errata")  # the files hashed into a run's identity (core.api.DeclaresInputs)
+
     path: str = "data/locomo10.json"
     name: str = "locomo"
     convention: str = "locomo"
