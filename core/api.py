@@ -458,3 +458,13 @@ class DeclaresInputs(Protocol):
     (eval.provenance.input_hashes); a class that declares none has no input files."""
 
     input_parameters: tuple[str, ...]
+
+
+@runtime_checkable
+class UpgradesRecords(Protocol):
+    """Optional, on a benchmark class: what an older record of its runs (``metadata.schema_version`` below the
+    current) lacks that its row files still give, added when the record is read as the current version
+    (eval.record ``RunMetrics.upgraded``, the one upgrader); ``folder`` is where the rows lie (None in memory)."""
+
+    @staticmethod
+    def upgrade_record(data: dict[str, Any], folder: Any, version: int) -> dict[str, Any]: ...

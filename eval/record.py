@@ -22,7 +22,7 @@ import yaml
 from hydra.utils import get_class
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_serializer, model_validator
 
-from core.api import HarnessError
+from core.api import HarnessError, UpgradesRecords
 from core.atomic import write_json_atomic
 
 # 1: commit and usage of the last invocation only; 2: input file hashes in the identity, code at start and end,
@@ -162,12 +162,16 @@ class RunMetrics(RecordedMetrics):
     def upgraded(self) -> RunMetrics:
         """This record read as the current version (``RECORD_VERSION``); the file is never rewritten. A version-1
         record gets what its fields imply (a ``-dirty`` commit is a dirty tree) and keeps None where nothing was
-        recorded (the start code, the inputs, how many invocations)."""
+        recorded (the start code, the inputs, how many invocations); its benchmark adds what its rows still give
+        (core.api.UpgradesRecords, e.g. summaries an older version did not write)."""
         meta = self.metadata
         if meta.schema_version >= RECORD_VERSION:
             return self
         data = self.dump()
-        data["metadata"] = {**data["metadata"], "schema_version": RECORD_VERSION, "git_dirty": meta.git_sha.endswith("-dirty")}
+        data["metadata"] = {**data.get("metadata", {}), "schema_version": RECORD_VERSION, "git_dirty": meta.git_sha.endswith("-dirty")}
+        benchmark = self.recorded_class("benchmark")
+        if isinstance(benchmark, UpgradesRecords):
+            data = benchmark.upgrade_record(data, self.folder, meta.schema_version)
         upgraded = RunMetrics.model_validate(data)
         upgraded.source = self.source
         return upgraded

@@ -57,7 +57,7 @@ def load_runs(root: Path, retrieval_only: bool = False) -> dict[str, list[dict[s
     groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for path in sorted(root.rglob("metrics.json")):
         try:
-            metrics = load_metrics(path).as_table_input()  # through the typed run record; ``_path``: where it was read
+            metrics = load_metrics(path).upgraded().as_table_input()  # the typed run record, read as the current version
         except HarnessError as err:
             raise SystemExit(str(err)) from err
         if not _field(metrics, "benchmark_target") or not _field(metrics, "benchmark"):

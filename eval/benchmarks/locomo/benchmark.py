@@ -26,7 +26,7 @@ from eval.benchmarks.locomo.data import CONVENTIONS, Episode, Question, SliceSpe
 from eval.benchmarks.locomo.metrics import aggregate, gold_slices, ingest_summary, paired_judgements
 from eval.benchmarks.locomo.retrieval import FULL_STAGES, RETRIEVAL_STAGES, check_stages, is_retrieval_only, run_retrieval
 from eval.benchmarks.locomo.stages import Search, ingest, judged, judgement_row, predict, predicted, search, searches_in_order
-from eval.benchmarks.locomo.table import headline_table, judge_gold_table, locomo_table
+from eval.benchmarks.locomo.table import headline_table, judge_gold_table, locomo_table, upgrade_record
 from eval.context import JsonlRows, RunContext
 from eval.intervals import report_settings
 from eval.metrics import percentiles
@@ -228,6 +228,7 @@ class LoCoMoBenchmark:
 
     # -- tables ----------------------------------------------------------------------------
     config_problems = staticmethod(config_problems)  # its own keys' checks, before anything is built (core.api.ChecksOwnConfig)
+    upgrade_record = staticmethod(upgrade_record)  # what a version-1 record lacks, from its rows (core.api.UpgradesRecords)
 
     @staticmethod
     def make_table(metrics_list: list[dict[str, Any]], convention: str | None = None) -> pd.DataFrame:

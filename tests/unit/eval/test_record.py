@@ -163,3 +163,18 @@ def test_a_record_names_its_classes_by_what_it_recorded_then_its_config_then_its
     assert moved.recorded_class("benchmark") is LoCoMoBenchmark  # conf/benchmark/locomo.yaml
     assert RecordedMetrics.of({"metadata": {"system": "../conf/x"}}).recorded_class("system") is None
     assert recorded_class([None, "no.such.Class"]) is None
+
+
+class AddsWhatRowsGive:
+    @staticmethod
+    def upgrade_record(data: dict, folder: Path | None, version: int) -> dict:
+        return {**data, "rebuilt": {"from_version": version, "folder": str(folder)}}
+
+
+def test_the_one_upgrader_lets_the_benchmark_add_what_an_old_record_lacks(tmp_path):
+    """core.api.UpgradesRecords: called once, for a record below the current version only, with its folder."""
+    meta = {"schema_version": 1, "git_sha": "abc", "benchmark": "mine", "benchmark_target": f"{__name__}.AddsWhatRowsGive"}
+    old = RunMetrics.of({"metadata": meta, "_path": str(tmp_path / "metrics.json")}).upgraded()
+    assert old.metadata.schema_version == RECORD_VERSION and getattr(old, "rebuilt") == {"from_version": 1, "folder": str(tmp_path)}
+    current = RunMetrics.of({"metadata": {**meta, "schema_version": RECORD_VERSION}}).upgraded()
+    assert not hasattr(current, "rebuilt")
