@@ -19,6 +19,7 @@ class FullContextMemory:
     conflict_signal = False  # append-only: never updates, rejects or flags, so Table 3 scores it 0 by construction
     parallel_namespaces = True  # state per namespace only: eval.workers may write several namespaces at once
     parallel_search = True  # search only reads: concurrent searches of one namespace are safe
+    ranks_search = False  # search hands back every turn held: a retrieval-only run has no ranking to score (core.api.DeclaresRanking)
 
     def __init__(
         self,

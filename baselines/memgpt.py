@@ -99,6 +99,17 @@ class MemGPTMemory:
     # (baselines/letta_canonical.py), and a thread could see the Letta process spawned as running before it answered
     # (baselines/letta_server.py). Letta's own CPU per call still bounds the gain (results/bench/concurrency.md).
     parallel_namespaces = True
+    input_parameters = ("letta_bin",)  # the server binary is hashed into a run's identity (core.api.DeclaresInputs)
+
+    @staticmethod
+    def row_label(settings: dict[str, str]) -> str | None:
+        """What a configuration measures, where "memgpt" would mislead (core.api.LabelsRows): ``ingest_mode=archival``
+        puts the turns into Letta's archival (vector) store, so its rows measure retrieval through Letta's store,
+        answered by the harness's answerer or the agent, not MemGPT's own memory management."""
+        if settings.get("ingest_mode") != "archival":
+            return None
+        answerer = {"shared": "harness answerer", "agent": "MemGPT agent answerer"}.get(settings.get("answer_mode", "shared"))
+        return f"Letta archival store + {answerer}" if answerer else None
 
     def __init__(
         self,

@@ -49,6 +49,7 @@ class RagMemory:
     conflict_signal = False  # append-only: never updates, rejects or flags, so Table 3 scores it 0 by construction
     parallel_namespaces = True  # state per namespace only: eval.workers may write several namespaces at once
     parallel_search = True  # search only reads: concurrent searches of one namespace are safe
+    oracle_source_parameter = "source"  # source=oracle stores the benchmark's gold facts (core.api.ReadsOracleFacts)
 
     def __init__(self, llm: Any, embedder: Embedder, workdir: str, chunk_turns: int = 1, name: str = "rag", source: str = "turns") -> None:
         if chunk_turns < 1:

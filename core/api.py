@@ -447,3 +447,97 @@ class InputChecked(Protocol):
     """
 
     def check_inputs(self) -> None: ...
+
+
+# -- what the evaluation core reads from a benchmark's or system's class, by capability, never by name ------------
+# eval/'s shared modules (config checks, tables, publishing, mechanism counts, make_tables) find these on the class a
+# run's config or record names (its ``_target_``), so adding a benchmark or system touches no shared module.
+@runtime_checkable
+class ChecksOwnConfig(Protocol):
+    """Optional, on a benchmark class: the problems of its own config block (keys only it has, e.g. a category list
+    its data defines), each as ``benchmark.<key>=<value>: must be ...``; checked before anything is built."""
+
+    @staticmethod
+    def config_problems(block: Any) -> list[str]: ...
+
+
+@runtime_checkable
+class ReadsOracleFacts(Protocol):
+    """Optional, on any configurable class (a system or one of its parts): the constructor parameter whose value
+    ``"oracle"`` makes it read the gold facts a benchmark attaches (``Turn.oracle_facts``) in place of its own work.
+    Such a run needs ``benchmark.oracle_facts: true``, or it would silently store nothing."""
+
+    oracle_source_parameter: str
+
+
+@runtime_checkable
+class DeclaresRanking(Protocol):
+    """Optional, on a system class: ``ranks_search`` false says ``search`` returns everything it holds unranked
+    (a full-context system), so a retrieval-only run of it would score no ranking and is refused."""
+
+    ranks_search: bool
+
+
+@runtime_checkable
+class LabelsRows(Protocol):
+    """Optional, on a system class: the name of what a configuration measures where the system's own name would
+    mislead (a setting that routes around the system's own mechanism), from the settings its record carries
+    (``system_metrics`` and the command line's ``system.*`` values); None keeps the system's name."""
+
+    @staticmethod
+    def row_label(settings: dict[str, str]) -> str | None: ...
+
+
+@runtime_checkable
+class SummarisesMechanisms(Protocol):
+    """Optional, on a system class: its recorded mechanism counts (``system_metrics.mechanisms``, in its own layout)
+    as one flat table row, so a comparison can say which mechanism did the work."""
+
+    @staticmethod
+    def mechanism_row(mechanisms: dict[str, Any]) -> dict[str, Any]: ...
+
+
+@runtime_checkable
+class PublishesOwnCopy(Protocol):
+    """Optional, on a benchmark class: what of a run folder may be published, when not all of it (a dataset whose
+    licence forbids redistributing its text); ``publish_copy`` writes that part of ``run`` to ``target``."""
+
+    @staticmethod
+    def publish_copy(run: Any, target: Any, metrics: dict[str, Any] | None) -> None: ...
+
+
+@runtime_checkable
+class HasExtraTables(Protocol):
+    """Optional, on a benchmark class: tables beyond its ``make_table`` (name -> DataFrame) that scripts/make_tables.py
+    writes beside it from the same metrics.json dicts."""
+
+    @staticmethod
+    def make_extra_tables(metrics_list: list[dict[str, Any]]) -> dict[str, Any]: ...
+
+
+@runtime_checkable
+class DrawsFigures(Protocol):
+    """Optional, on a benchmark class: figures (PNG files written into ``out``) from the same metrics.json dicts;
+    scripts/make_tables.py prints where they went."""
+
+    @staticmethod
+    def make_figures(metrics_list: list[dict[str, Any]], out: Any) -> list[Any]: ...
+
+
+@runtime_checkable
+class DeclaresInputs(Protocol):
+    """Optional, on a benchmark or system class: the constructor parameters that name input files (a dataset, a
+    suite, an errata file, a server binary). Each one whose file exists is hashed into the run's identity
+    (eval.provenance.input_hashes); a class that declares none has no input files."""
+
+    input_parameters: tuple[str, ...]
+
+
+@runtime_checkable
+class UpgradesRecords(Protocol):
+    """Optional, on a benchmark class: what an older record of its runs (``metadata.schema_version`` below the
+    current) lacks that its row files still give, added when the record is read as the current version
+    (eval.record ``RunMetrics.upgraded``, the one upgrader); ``folder`` is where the rows lie (None in memory)."""
+
+    @staticmethod
+    def upgrade_record(data: dict[str, Any], folder: Any, version: int) -> dict[str, Any]: ...

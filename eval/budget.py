@@ -7,7 +7,7 @@ systems at the same amount of context. The cut keeps the system's own order and 
 tokens of it and of every item before it fit in the budget (an item that would cross the budget is left
 out, and so is everything after it); a first item larger than the budget leaves nothing.
 
-Rows are LoCoMo prediction rows: ``evidence`` (gold turn ids), ``retrieved`` (items with ``text`` and
+Rows are prediction rows: ``evidence`` (gold turn ids), ``retrieved`` (items with ``text`` and
 ``source_turn_ids``), ``retrieved_tokens`` where the run recorded them (counted from the stored text when
 not: published runs made before tokens were recorded) and ``sample_id`` (the conversation: the cluster);
 or retrieval-only rows (``retrievals.jsonl``), which keep each item's ``retrieved_ids`` and ``retrieved_tokens``

@@ -16,8 +16,8 @@ from typing import Any
 from hydra.utils import get_class
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
+from core.api import ChecksOwnConfig, DeclaresRanking, ReadsOracleFacts
 from core.config_check import Rule
-from eval.benchmarks.locomo.data import CONVENTIONS
 
 COUNT = Rule(low=1)  # a count of things to use: at least one
 LIMIT = Rule(low=1, nullable=True)  # a slice limit: null = all, else at least one
@@ -31,7 +31,6 @@ BENCHMARK_RULES = {
 RUN_RULES = {"seed": SEED, "run.workers": COUNT}
 JUDGE_RULES = {"max_tokens": COUNT, "attempts": COUNT, "top_logprobs": COUNT}  # conf/judge: the judge every benchmark gets (eval.judge.build_judge)
 BOOL_KEYS = ("overwrite", "resume.allow_code_change")
-LOCOMO_CATEGORIES = frozenset(CONVENTIONS["locomo"])  # the category numbers LoCoMo's file uses (both conventions)
 
 
 def _get(cfg: DictConfig, dotted: str) -> tuple[bool, Any]:
@@ -53,69 +52,77 @@ def problems(cfg: DictConfig) -> list[str]:
         present, value = _get(cfg, key)
         if present and not isinstance(value, bool):
             found.append(f"{key}={value!r}: must be true or false")
-    found += _list_problems(cfg)
+    found += _benchmark_problems(cfg)
     found += _oracle_problems(cfg)
     found += _retrieval_only_problems(cfg)
     return found
 
 
-# Systems whose search does not rank memories (full_context hands the answerer every turn): a retrieval-only run
-# of them would measure nothing
-UNRANKED_SYSTEMS = ("full_context",)
+def _class(target: Any) -> type | None:
+    """The class of a ``_target_`` (None when it cannot be imported: validate/instantiate report that with its own message)."""
+    try:
+        return get_class(str(target)) if target else None
+    except Exception:
+        return None
 
 
 def _retrieval_only_problems(cfg: DictConfig) -> list[str]:
-    """A retrieval-only run (``benchmark.stages=[ingest, retrieve]``) of a system that ranks nothing fails here."""
+    """A retrieval-only run (``benchmark.stages=[ingest, retrieve]``) of a system that ranks nothing
+    (core.api.DeclaresRanking) fails here: it would measure nothing."""
     present, stages = _get(cfg, "benchmark.stages")
     if not present or stages is None or "answer" in stages:
         return []
-    system = OmegaConf.select(cfg, "system.name", default=None)
-    if system in UNRANKED_SYSTEMS:
-        return [f"benchmark.stages={list(stages)} with system={system}: {system} retrieves every turn, so there is no ranking to score; "
-                "run it with the full stages or pick a system that searches (rag, mosaic, mem0, ...)"]
+    system = _class(OmegaConf.select(cfg, "system._target_", default=None))
+    if isinstance(system, DeclaresRanking) and not system.ranks_search:
+        name = OmegaConf.select(cfg, "system.name", default=None)
+        return [f"benchmark.stages={list(stages)} with system={name}: {name} retrieves everything it holds, so there is no ranking to score; "
+                "run it with the full stages or pick a system whose search ranks memories"]
     return []
 
 
+def _benchmark_problems(cfg: DictConfig) -> list[str]:
+    """The benchmark's checks of its own keys (core.api.ChecksOwnConfig), e.g. a category list only its data defines."""
+    block = OmegaConf.select(cfg, "benchmark", default=None)
+    benchmark = _class(OmegaConf.select(cfg, "benchmark._target_", default=None))
+    return list(benchmark.config_problems(block)) if isinstance(benchmark, ChecksOwnConfig) and block is not None else []
+
+
 def _parameters(target: str) -> set[str]:
-    """Constructor parameter names of a ``_target_`` class (empty when it cannot be imported: instantiate says why)."""
+    """Constructor parameter names of a ``_target_`` class (any name when it cannot be imported: instantiate says why)."""
+    cls = _class(target)
     try:
-        return set(inspect.signature(get_class(target)).parameters)
-    except Exception:  # an unimportable target is reported by validate/instantiate with its own message
+        return set(inspect.signature(cls).parameters) if cls is not None else {"oracle_facts"}
+    except (TypeError, ValueError):
         return {"oracle_facts"}
+
+
+def _oracle_readers(block: Any, where: str) -> list[tuple[str, Any]]:
+    """``(key, value)`` of every setting in ``block`` (a system block and the blocks inside it) that a class declares
+    as its switch to the benchmark's gold facts (core.api.ReadsOracleFacts), e.g. ``system.source``."""
+    found: list[tuple[str, Any]] = []
+    if not isinstance(block, DictConfig):
+        return found
+    cls = _class(block.get("_target_"))
+    if isinstance(cls, ReadsOracleFacts) and cls.oracle_source_parameter in block:
+        found.append((f"{where}.{cls.oracle_source_parameter}", block.get(cls.oracle_source_parameter)))
+    for key in block:
+        found += _oracle_readers(OmegaConf.select(block, str(key), default=None, throw_on_resolution_failure=False), f"{where}.{key}")
+    return found
 
 
 def _oracle_problems(cfg: DictConfig) -> list[str]:
     """A system told to read the benchmark's gold facts needs a benchmark that attaches them (else it would
-    silently store nothing): ``system.extract.source=oracle`` (MOSAIC) or ``system.source=oracle`` (rag)."""
+    silently store nothing), and a benchmark asked to attach them must ship some."""
     found = []
     present, wanted = _get(cfg, "benchmark.oracle_facts")
     target = OmegaConf.select(cfg, "benchmark._target_", default=None)
     if present and target and "oracle_facts" not in _parameters(str(target)):
         found.append(f"benchmark.oracle_facts={wanted!r}: benchmark {OmegaConf.select(cfg, 'benchmark.name')!r} ships no gold facts "
-                     "to attach; the oracle rows (ablation=oracle_extractor, oracle_facts, oracle_judge) run on halumem, locomo and conflict")  # fmt: skip
-    for key in ("system.extract.source", "system.source"):
-        present, value = _get(cfg, key)
-        if present and value == "oracle" and _get(cfg, "benchmark.oracle_facts") != (True, True):
+                     "to attach; the oracle rows (ablation=oracle_extractor, oracle_facts, oracle_judge) need a benchmark whose "
+                     "config has oracle_facts (conf/benchmark/)")  # fmt: skip
+    for key, value in _oracle_readers(OmegaConf.select(cfg, "system", default=None), "system"):
+        if value == "oracle" and _get(cfg, "benchmark.oracle_facts") != (True, True):
             found.append(f"{key}=oracle reads the benchmark's gold facts, but benchmark.oracle_facts is not true: "
-                         "use ablation=oracle_extractor (MOSAIC) or ablation=oracle_facts (rag), or set benchmark.oracle_facts=true "
-                         "with a benchmark that has gold facts (halumem, locomo)")  # fmt: skip
-    return found
-
-
-def _list_problems(cfg: DictConfig) -> list[str]:
-    found = []
-    present, conversations = _get(cfg, "benchmark.conversations")
-    if present and conversations is not None:
-        if not isinstance(conversations, ListConfig | list) or not conversations:
-            found.append(f"benchmark.conversations={conversations!r}: must be null (all) or a non-empty list of indices >= 0 / sample ids")
-        else:
-            bad = [c for c in conversations if isinstance(c, bool) or not (isinstance(c, str) or (isinstance(c, int) and c >= 0))]
-            if bad:
-                found.append(f"benchmark.conversations has {bad}: each must be an index >= 0 or a sample id such as conv-26")
-    present, categories = _get(cfg, "benchmark.exclude_categories")
-    if present and categories is not None:
-        if not isinstance(categories, ListConfig | list) or any(isinstance(c, bool) or not isinstance(c, int) for c in categories):
-            found.append(f"benchmark.exclude_categories={categories!r}: must be a list of category numbers, e.g. [5]")
-        elif any(c not in LOCOMO_CATEGORIES for c in categories):
-            found.append(f"benchmark.exclude_categories={list(categories)!r}: LoCoMo's categories are {sorted(LOCOMO_CATEGORIES)}, e.g. [5]")
+                         "use an oracle ablation (ablation=oracle_extractor or oracle_facts, conf/ablation/), or set "
+                         "benchmark.oracle_facts=true with a benchmark that has gold facts (its config has oracle_facts)")  # fmt: skip
     return found

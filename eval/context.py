@@ -20,7 +20,7 @@ from typing import Any, Callable
 from core.api import Benchmark, InputChecked
 from core.embed import Embedder
 from core.llm import LLMClient
-from eval.judge import LoCoMoJudge
+from eval.judge import AnswerJudge
 from eval.provenance import check_parsed, read_hashed
 from eval.rows import JsonlRows
 
@@ -32,8 +32,8 @@ class RunContext:
     run_dir: Path
     llm: LLMClient  # the LLM every system and the shared answerer use
     # the judge built from conf/judge (eval.judge.build_judge): its client ``judge.llm`` (may be ``llm`` itself),
-    # prompt, max_tokens, attempts; LoCoMo judges with it, HaluMem asks its own rubrics through ``judge.llm``
-    judge: LoCoMoJudge
+    # prompt, max_tokens, attempts; a benchmark judges answers with it or asks its own rubrics through ``judge.llm``
+    judge: AnswerJudge
     workers: int  # run.workers: independent units processed at once (eval.workers); checked >= 1 by eval.config_checks
     embedder: Embedder
     answerer: Any  # eval.answerer.Answerer: one prompt/LLM/budget for every system

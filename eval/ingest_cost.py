@@ -1,13 +1,13 @@
-"""What a LoCoMo run's ingest cost per turn, from its per-session rows, finished or not.
+"""What a run's ingest cost per turn, from its per-session rows, finished or not.
 
-Why: some systems cost minutes per turn here (Zep through graphiti, MemGPT's agent loop), so a run of
+Why: some systems cost minutes per turn here (a graph built by LLM calls, an agent loop per turn), so a run of
 theirs can be stopped long before its conversation is ingested. The run folder still holds one row per
-session added (``ingest_sessions.jsonl``, written by eval.benchmarks.locomo.stages.ingest), and this module turns them
+session added (``ingest_sessions.jsonl``, written by a benchmark's ingest stage), and this module turns them
 into the measured cost per ingested turn: wall seconds, LLM calls and tokens as the system reported them
-and as the harness client metered them (a server that makes its own LLM calls, like Letta, shows up only
+and as the harness client metered them (a server that makes its own LLM calls shows up only
 in the reported column), split by purpose. Sessions with any call served from the response cache are also
 left out in a second, "cold" summary, whose seconds are those of a machine paying for every call. Systems
-that take minutes per turn (Zep, MemGPT) also log each turn as it finishes (core/turn_costs.py,
+that take minutes per turn also log each turn as it finishes (core/turn_costs.py,
 ``system/turn_costs.jsonl``), so a run stopped inside a session still has a third, per-turn summary of what
 the system accounted to each turn (the first record of a turn is kept: a resumed run's replays come later).
 Reads the folder only; no LLM, no model. The command is ``python -m research.ingest_cost``; publishing
@@ -30,7 +30,7 @@ def read_session_rows(run_dir: Path) -> list[dict[str, Any]]:
     if not path.is_file():
         if (Path(run_dir) / TURN_ROWS).is_file():
             return []  # stopped inside its first session: only the per-turn log says anything
-        raise SystemExit(f"{path} is missing: is {run_dir} a LoCoMo run folder started at or after the commit that added per-session ingest rows?")
+        raise SystemExit(f"{path} is missing: is {run_dir} the folder of a run whose benchmark writes per-session ingest rows, started after they were added?")
     return read_rows(path)
 
 

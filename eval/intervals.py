@@ -1,6 +1,6 @@
 """The harness's one bootstrap: a per-item interval and, where items come in clusters, a cluster interval.
 
-Why two: LoCoMo's questions come from a few conversations and HaluMem's from a few users, and questions about
+Why two: a benchmark's questions often come from a few conversations or a few users, and questions about
 one conversation succeed or fail together. Resampling questions as if independent then gives an interval
 that is too narrow once a run spans several conversations. The cluster bootstrap resamples clusters
 (conversations, users) with replacement, then items within each drawn cluster with replacement (two-stage,

@@ -1,14 +1,14 @@
-"""LoCoMo's LLM judges, built from conf/judge/ by the project's one judge builder (``build_judge``).
+"""The answer judges (is a prediction the gold answer?), built from conf/judge/ by the project's one judge builder (``build_judge``).
 
 Two judges share the prompt format (conf/judge/prompt/: a user template over ``{question}``, ``{gold}``,
 ``{prediction}`` and an optional system text):
 
 * ``LLMJudge`` (the default, what every run before the calibrated judge was scored with): a bounded
   sentence of reasoning, then the label CORRECT/WRONG, as JSON. The default prompt is lenient on
-  paraphrase and date format; ``mem0_generous`` is the literature's prompt and ``strict`` our own.
+  paraphrase and date format; conf/judge/prompt/ also holds the literature's prompt and a strict one of our own.
 * ``CalibratedJudge`` (conf/judge/calibrated.yaml): one generated token, ``yes`` or ``no``; P(correct)
-  is read from that token's log-probabilities and compared with a threshold fitted on half of the
-  locomo-audit bank (scripts/calibrate_judge.py). P(correct) is stored with every judgement.
+  is read from that token's log-probabilities and compared with a threshold fitted on half of an
+  audited bank of judged answers (scripts/calibrate_judge.py). P(correct) is stored with every judgement.
 
 A judge config names its class with ``_target_`` (absent: ``LLMJudge``, as every config before the
 calibrated judge); its other keys except ``llm`` and ``prompt`` are that class's settings, checked
@@ -78,8 +78,8 @@ class JudgePrompt:
         return [*system, {"role": "user", "content": user}]
 
 
-class LoCoMoJudge(Protocol):
-    """What the LoCoMo benchmark, rejudge and calibration need of a judge."""
+class AnswerJudge(Protocol):
+    """What a benchmark that judges free-text answers, rejudge and calibration need of a judge."""
 
     llm: LLMClient
     prompt: JudgePrompt
@@ -138,7 +138,7 @@ def word_probability(logprobs: list[dict[str, Any]] | None, text: str, yes: str,
 class CalibratedJudge:
     """One generated token read through its log-probabilities: P(correct) = p(yes) / (p(yes) + p(no)).
 
-    CORRECT when P(correct) >= ``threshold`` (fitted on the fit half of the locomo-audit bank by
+    CORRECT when P(correct) >= ``threshold`` (fitted on the fit half of the audited answer bank by
     scripts/calibrate_judge.py and copied into conf/judge/calibrated.yaml). One token instead of a
     sentence of reasoning: the verdict costs prompt reading only. ``top_logprobs`` alternatives are asked
     for; when neither answer word is among them and the token is neither, the judgement failed.
@@ -193,7 +193,7 @@ def judge_settings(judge_cfg: Any, where: str = "judge") -> dict[str, Any]:
     return {key: OmegaConf.to_container(value, resolve=True) if isinstance(value, DictConfig) else value for key, value in given.items()}
 
 
-def build_judge(judge_cfg: Any, llm: LLMClient | DictConfig, where: str = "judge") -> LoCoMoJudge:
+def build_judge(judge_cfg: Any, llm: LLMClient | DictConfig, where: str = "judge") -> AnswerJudge:
     """The judge from a ``judge`` config block (conf/judge/<name>.yaml): its class (``_target_``), the client
     ``judge.llm`` names (built with Hydra), or else ``llm`` (a client, or the config of one, built only when
     needed: conf/judge/same.yaml), the prompt ``judge.prompt`` (conf/judge/prompt/) and its settings.

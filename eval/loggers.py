@@ -67,7 +67,7 @@ def _flatten(prefix: str, value: Any, out: dict[str, float]) -> None:
 
 
 def sweep_group() -> str | None:
-    """Under a Hydra multirun, the sweep's name: the experiment file's name (e.g. sweep_conflict_k), else
+    """Under a Hydra multirun, the sweep's name: the experiment file's name (e.g. sweep_write_cost), else
     the job name; None for a single run."""
     try:
         from hydra.core.hydra_config import HydraConfig

@@ -1,9 +1,9 @@
-"""MOSAIC's mechanism counts of a finished run as one flat table row (entities by state, conflict events,
-retrieval and NCS counters, Leiden re-runs), read from its metrics.json.
+"""A finished run's mechanism counts as one flat table row, from its metrics.json.
 
-Why: a comparison of MOSAIC rows (the whole-conversation rows, the write-cost variants) says how the
-rows differ in quality and cost; these counts say which mechanism did the work. ``scripts.compare_runs`` prints
-them under its table for every compared run that recorded them (``system_metrics.mechanisms``).
+Why: a comparison of rows of one system (whole-conversation rows, write-cost variants) says how the rows differ
+in quality and cost; these counts say which mechanism did the work. ``scripts.compare_runs`` prints them under its
+table for every compared run that recorded them (``system_metrics.mechanisms``). The layout of the counts is the
+system's own, so the system's class flattens them (core.api.SummarisesMechanisms); nothing here knows a system.
 """
 
 from __future__ import annotations
@@ -11,21 +11,19 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from eval.runner import read_metrics
+from core.api import SummarisesMechanisms
+from eval.record import load_metrics
 
 
 def mechanisms(run: Path) -> dict[str, Any] | None:
-    """The mechanism counts a MOSAIC run recorded (``system_metrics.mechanisms``), flattened for one table row."""
-    found = read_metrics(run / "metrics.json").get("system_metrics", {}).get("mechanisms")
+    """The mechanism counts a run recorded (``system_metrics.mechanisms``), flattened by its system's class for one
+    table row; None when it recorded none or its system does not summarise them."""
+    record = load_metrics(run / "metrics.json")
+    found = (record.system_metrics or {}).get("mechanisms")
     if not found:
         return None
-    retrieval, ncs = found["retrieval"], found["ncs"]
-    return {**{f"entities_{k}": v for k, v in found["entities"].items()},
-            **{f"events_{k}": v for k, v in found["conflict_events"].items()},
-            "scanned_per_query": retrieval["candidates_scanned"]["mean"], "lsh_confident_hits": retrieval["lsh_confident_hits"],
-            "llm_routing_fallbacks": retrieval["llm_routing_fallbacks"], "turn_matches": retrieval.get("turn_matches", 0),
-            "ncs_full_refreshes": ncs["full_refreshes"], "ncs_drift_measurements": ncs["drift_measurements"],
-            "ncs_max_drift": ncs["max_abs_score_drift"], "leiden_reruns": found["leiden_reruns"]}  # fmt: skip
+    system = record.recorded_class("system")
+    return system.mechanism_row(found) if isinstance(system, SummarisesMechanisms) else None
 
 
 def mechanism_markdown(rows: dict[str, dict[str, Any]]) -> str:

@@ -1,11 +1,11 @@
 """Answer-quality and retrieval metrics and latency percentiles (the bootstrap and its table cell live in
 ``eval.intervals``; they are importable from here too, as every benchmark has imported them).
 
-All metrics here are LLM-free and deterministic. Two F1 variants exist in the LoCoMo
+All metrics here are LLM-free and deterministic. Two F1 variants are in use in the memory-benchmark
 literature, so both are offered and named apart:
 
 * ``token_f1``: SQuAD-style; normalised tokens, overlap counted with multiplicity.
-* ``set_f1_mem0``: Mem0's harness variant; lowercased, ``.,!?`` split off, tokens as *sets*.
+* ``set_f1``: one published harness's variant; lowercased, ``.,!?`` split off, tokens as *sets*.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ import numpy as np
 
 from eval.intervals import bootstrap, bootstrap_ci, format_ci, resampled_mean
 
-__all__ = ["answer_tokens", "bleu1", "bootstrap", "bootstrap_ci", "evidence_recall", "format_ci", "mem0_tokens", "normalize_answer",
-           "percentiles", "resampled_mean", "set_f1_mem0", "token_f1"]
+__all__ = ["answer_tokens", "bleu1", "bootstrap", "bootstrap_ci", "evidence_recall", "format_ci", "normalize_answer",
+           "percentiles", "resampled_mean", "set_f1", "set_tokens", "token_f1"]
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _PUNCTUATION = str.maketrans("", "", string.punctuation)
@@ -53,17 +53,17 @@ def token_f1(prediction: object, gold: object) -> float:
     return _f1(overlap, len(pred), len(ref))
 
 
-def mem0_tokens(text: object) -> set[str]:
-    """Mem0's harness tokenisation: lowercase, ``. , ! ?`` become spaces, whitespace split, as a set."""
+def set_tokens(text: object) -> set[str]:
+    """The set F1's tokenisation: lowercase, ``. , ! ?`` become spaces, whitespace split, as a set."""
     lowered = str(text).lower()
     for mark in ".,!?":
         lowered = lowered.replace(mark, " ")
     return set(lowered.split())
 
 
-def set_f1_mem0(prediction: object, gold: object) -> float:
-    """Mem0-style set-based F1 (no article/punctuation stripping beyond ``.,!?``; duplicates ignored)."""
-    pred, ref = mem0_tokens(prediction), mem0_tokens(gold)
+def set_f1(prediction: object, gold: object) -> float:
+    """Set-based F1 (no article/punctuation stripping beyond ``.,!?``; duplicates ignored)."""
+    pred, ref = set_tokens(prediction), set_tokens(gold)
     return _f1(len(pred & ref), len(pred), len(ref))
 
 

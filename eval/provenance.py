@@ -1,8 +1,10 @@
 """What a run was computed from: the content of its input files and the version of the code.
 
 Identity (the run folder) = config hash taken over the semantic config *and* the sha256 of every
-input file the benchmark and system blocks name (dataset, suite, fixture). Editing a data file
-therefore lands the same command in a new folder: old results are never returned for new inputs.
+input file the benchmark and system declare (core.api.DeclaresInputs: dataset, suite, errata file, server
+binary), as their blocks or constructors' defaults name them. Editing a data file therefore lands the same
+command in a new folder: old results are never returned for new inputs. A declared file that is absent is
+not hashed (an optional file, e.g. an errata list not downloaded, leaves the identity as it was).
 
 The benchmark checks that the bytes it parses are the bytes the folder is named for
 (``check_parsed``): a file edited between the start of a run and the moment it is read fails the run
@@ -31,12 +33,12 @@ from typing import Any
 from hydra.utils import get_class
 from omegaconf import DictConfig, OmegaConf
 
-from core.api import HarnessError
+from core.api import DeclaresInputs, HarnessError
 from core.paths import sha256_of
 from eval.record import load_provenance
 
 REPO = Path(__file__).resolve().parents[1]
-# Config blocks whose string values may name input files.
+# Config blocks whose classes declare input files.
 INPUT_BLOCKS = ("benchmark", "system")
 
 
@@ -46,14 +48,6 @@ class CodeChangedError(HarnessError):
 
 class InputChangedError(HarnessError):
     """An input file's content, as the benchmark read it, is not the content the run folder is named for."""
-
-
-def _strings(node: Any, prefix: str) -> list[tuple[str, str]]:
-    if isinstance(node, dict):
-        return [pair for key, value in node.items() for pair in _strings(value, f"{prefix}.{key}")]
-    if isinstance(node, list):
-        return [pair for i, value in enumerate(node) for pair in _strings(value, f"{prefix}[{i}]")]
-    return [(prefix, node)] if isinstance(node, str) else []
 
 
 def with_constructor_defaults(block: Any) -> Any:
@@ -70,22 +64,35 @@ def with_constructor_defaults(block: Any) -> Any:
     return {**block, **defaults}
 
 
+def _declared(block: dict[str, Any]) -> tuple[str, ...]:
+    """The input parameters a block's class declares (core.api.DeclaresInputs); none for an unimportable class."""
+    try:
+        cls = get_class(str(block.get("_target_")))
+    except Exception:  # validate() and the build say why it cannot be imported
+        return ()
+    return tuple(cls.input_parameters) if isinstance(cls, DeclaresInputs) else ()
+
+
 def input_files(cfg: DictConfig) -> dict[str, Path]:
-    """Config key -> file for every string in the benchmark/system blocks (and their constructors' defaults for
-    keys the blocks leave out) that names an existing file."""
+    """Config key -> file for every input file the benchmark and system classes declare (core.api.DeclaresInputs),
+    named by their blocks or, for keys the blocks leave out, by their constructors' defaults; absent files are not
+    inputs."""
     found: dict[str, Path] = {}
     for block in INPUT_BLOCKS:
         if block not in cfg or cfg[block] is None:
             continue
         resolved = with_constructor_defaults(OmegaConf.to_container(cfg[block], resolve=True))
-        for key, value in _strings(resolved, block):
-            if key.endswith("_target_") or not value or "\n" in value or len(value) > 1024:
+        if not isinstance(resolved, dict):
+            continue
+        for parameter in _declared(resolved):
+            value = resolved.get(parameter)
+            if not isinstance(value, str) or not value or "\n" in value or len(value) > 1024:
                 continue
             try:
                 path = Path(value).expanduser()
                 if path.is_file():
-                    found[key] = path
-            except OSError:  # prose (a prompt) is not a file name
+                    found[f"{block}.{parameter}"] = path
+            except OSError:  # not a usable file name
                 continue
     return found
 

@@ -5,9 +5,9 @@ Why a module of its own: publishing is one checked step (clean provenance, no ov
 instead of a hand-typed ``cp -r``, and the tables and the ``scripts.publish`` command share its
 provenance check. The command is ``python -m scripts.publish <run folder> [--unfinished]``.
 
-A HaluMem run is published without dataset or model text (its data is CC BY-NC-ND 4.0 and never committed):
-rows keep only their non-text fields, ``system/`` and ``wandb/`` stay behind, and PUBLISHED.md in the published
-folder says what was left out (eval/benchmarks/halumem/public.py, docs/halumem.md "Publishing a run").
+A benchmark whose data may not be redistributed declares what of its run folder is published instead
+(core.api.PublishesOwnCopy: rows without dataset text, the saved memory left behind, a note of what was left
+out); publishing asks the run's benchmark class for it and never decides by a benchmark's name.
 """
 
 from __future__ import annotations
@@ -18,12 +18,10 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from eval.benchmarks.halumem import public as halumem_public
+from core.api import PublishesOwnCopy
 from eval.ingest_cost import ingest_cost
 from eval.provenance import same_code
-from eval.record import RecordedMetrics, load_provenance
+from eval.record import RecordedMetrics, conf_target, config_target, load_provenance, recorded_class
 from eval.run_lock import RunLock
 from eval.runner import FOLDER_NAME, failed_rows, read_metrics
 
@@ -57,8 +55,8 @@ def provenance_flags(metrics: dict[str, Any] | RecordedMetrics) -> list[str]:
 
 
 def nothing_scored(metrics: dict[str, Any]) -> bool:
-    """Whether every row of a finished run failed: its main metric is null (LoCoMo, HaluMem), or as many rows
-    failed as it has cases (conflict suites). Such a run would be a table row of blank scores. A run where only
+    """Whether every row of a finished run failed: its main metric is null (a benchmark with one main metric),
+    or as many rows failed as it has cases (one that reports ``n_cases``). Such a run would be a table row of blank scores. A run where only
     some rows failed keeps its failure count in metrics.json and may be published (a deterministic fault fails
     the same row on every rerun)."""
     record = RecordedMetrics.of(metrics)
@@ -66,34 +64,33 @@ def nothing_scored(metrics: dict[str, Any]) -> bool:
         return False
     if record.has_main_metric:
         return record.main_metric is None
-    cases = getattr(record, "n_cases", None)  # the conflict suites' block, passed through as an extra field
+    cases = getattr(record, "n_cases", None)  # a benchmark's own block, passed through as an extra field
     return isinstance(cases, int) and record.failed_rows >= cases
 
 
-def is_halumem(run: Path, metrics: dict[str, Any] | None = None) -> bool:
-    """Whether ``run`` is a HaluMem run folder: by its metrics.json, its config.yaml or its path
-    (results/runs/halumem/...); any one of them is enough, so a HaluMem run is never copied whole."""
-    metrics = metrics or {}
-    meta = metrics.get("metadata", {})
-    config: dict[str, Any] = {}
-    if (run / "config.yaml").is_file():
-        try:
-            config = (yaml.safe_load((run / "config.yaml").read_text(encoding="utf-8")) or {}).get("benchmark") or {}
-        except yaml.YAMLError:
-            config = {}
-    names = (metrics.get("benchmark"), meta.get("benchmark"), config.get("name"), run.parts[-RUN_PATH_PARTS] if len(run.parts) >= RUN_PATH_PARTS else None)
-    targets = (meta.get("benchmark_target"), config.get("_target_"))
-    return "halumem" in names or any(str(t or "").startswith("eval.benchmarks.halumem") for t in targets)
+def own_copy(run: Path, metrics: dict[str, Any] | None = None) -> PublishesOwnCopy | None:
+    """The benchmark class that publishes ``run`` its own way (core.api.PublishesOwnCopy), else None. Every record
+    of the run's benchmark is asked (metrics.json's class and name, config.yaml's class, the benchmark folder of its
+    path, results/runs/<benchmark>/...) and any one of them is enough, so such a run is never copied whole."""
+    meta = (metrics or {}).get("metadata") or {}
+    names = ((metrics or {}).get("benchmark"), meta.get("benchmark"), run.parts[-RUN_PATH_PARTS] if len(run.parts) >= RUN_PATH_PARTS else None)
+    targets = [meta.get("benchmark_target"), config_target(run, "benchmark"), *(conf_target("benchmark", n) for n in names)]
+    for target in targets:
+        cls = recorded_class([target])
+        if isinstance(cls, PublishesOwnCopy):
+            return cls
+    return None
 
 
 def _copy_run(run: Path, target: Path, metrics: dict[str, Any] | None) -> None:
-    """The run folder's publishable content to ``target``: all of it (lock and half-written files aside), or for
-    a HaluMem run the part without dataset text (eval/benchmarks/halumem/public.py)."""
-    if is_halumem(run, metrics):
-        halumem_public.publish_copy(run, target, metrics)
+    """The run folder's publishable content to ``target``: all of it (lock and half-written files aside), or what
+    its benchmark declares publishable (``own_copy``)."""
+    publisher = own_copy(run, metrics)
+    if publisher is not None:
+        publisher.publish_copy(run, target, metrics)
     elif tuple((metrics or {}).get("stages") or ()) == ("ingest", "retrieve"):
-        # a retrieval-only run: its rows are the record; the saved memory (system/, megabytes per MOSAIC row) is
-        # rebuilt with no LLM call by rerunning its command
+        # a retrieval-only run: its rows are the record; the saved memory (system/, megabytes per row of a system
+        # that keeps a graph) is rebuilt with no LLM call by rerunning its command
         shutil.copytree(run, target, ignore=shutil.ignore_patterns(".lock", ".lock.json", "*.tmp", "system"))
     else:
         shutil.copytree(run, target, ignore=RUN_FOLDER_SCRATCH)
@@ -118,8 +115,8 @@ def publish(run: Path, published_runs: Path | None = None) -> Path:
 
     Refuses a folder without metrics.json (unfinished) and one whose metrics.json records a dirty tree or a
     code change during the run (published rows come from one committed sha). A folder published already is
-    left as it is when its metrics.json is the same file, and refused when it differs. A HaluMem run is copied
-    without text (module docstring) and refused when its kept rows do not give its metrics back."""
+    left as it is when its metrics.json is the same file, and refused when it differs. A benchmark that publishes its
+    own copy (module docstring) may refuse it too (e.g. when the rows it keeps do not give its metrics back)."""
     run = run_folder(run)
     metrics_file = run / "metrics.json"
     if not metrics_file.is_file():
@@ -148,7 +145,7 @@ def publish_unfinished(run: Path, unfinished_runs: Path | None = None) -> Path:
     """Copy a run stopped before its end to ``<unfinished_runs>/<benchmark>/<system>/<ablation>/<hash>``, with
     ``ingest_cost.json`` (eval/ingest_cost.py) beside its rows; its new path.
 
-    Why: a slice can cost more than the machine's time here (Zep, MemGPT take minutes per turn), and what
+    Why: a slice can cost more than the machine's time here (some systems take minutes per turn), and what
     finished, with its measured cost per turn, is then the result. Refused for a finished run (publish() it),
     for a run started from a dirty tree and for one resumed on other code (provenance.json). A folder
     published unfinished before is replaced: the newer copy holds everything the older one did, and more."""

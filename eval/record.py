@@ -12,19 +12,25 @@ record is the same JSON as the file (the published runs round-trip byte for byte
 
 from __future__ import annotations
 
+import functools
 import json
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Self
+from typing import Any, Literal, Self
 
+import yaml
+from hydra.utils import get_class
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_serializer, model_validator
 
-from core.api import HarnessError
+from core.api import HarnessError, UpgradesRecords
 from core.atomic import write_json_atomic
 
 # 1: commit and usage of the last invocation only; 2: input file hashes in the identity, code at start and end,
 # usage over invocations (provenance.json)
 RECORD_VERSION = 2
 IDENTITY_KEYS = ("benchmark", "benchmark_target", "system", "ablation", "config_hash")
+CONF = Path(__file__).resolve().parents[1] / "conf"
+Part = Literal["benchmark", "system"]
 
 
 class OrderedRecord(BaseModel):
@@ -92,6 +98,7 @@ class RunMetadata(OrderedRecord):
     benchmark: str | None = None
     benchmark_target: str | None = None
     system: str | None = None
+    system_target: str | None = None  # the system's class; records before it have it in config.yaml only
     ablation: str | None = None
     config_hash: str | None = None
     overrides: list[str] = Field(default_factory=list)  # the command line's Hydra overrides, as given
@@ -116,18 +123,25 @@ class RecordedMetrics(OrderedRecord):
 
     @property
     def has_main_metric(self) -> bool:
-        """Whether the benchmark reports one main metric (LoCoMo, HaluMem) rather than a block of them."""
+        """Whether the benchmark reports one main metric rather than a block of them (its ``main_metric`` key)."""
         return "main_metric" in self.model_fields_set
 
     @property
     def system_overrides(self) -> list[str]:
-        """The ``system.*`` values the command line set, without the prefix (``conflict.k=1``)."""
+        """The ``system.*`` values the command line set, without the prefix (``retrieval.k=1``)."""
         return [o.removeprefix("system.") for o in self.metadata.overrides if o.startswith("system.")]
 
     @property
     def folder(self) -> Path | None:
         """The run folder the record was read from (its row files lie there), None for a record built in memory."""
         return Path(self.source).parent if self.source else None
+
+    def recorded_class(self, part: Part) -> type | None:
+        """The benchmark's or system's class this run used (``recorded_class``); None when nothing names one."""
+        meta = self.metadata
+        target, name = (meta.benchmark_target, meta.benchmark) if part == "benchmark" else (meta.system_target, meta.system)
+        name = name or getattr(self, part, None)  # a benchmark's own block may name it at the top level
+        return recorded_class([target, config_target(self.folder, part), conf_target(part, name)])
 
 
 class RunMetrics(RecordedMetrics):
@@ -148,12 +162,16 @@ class RunMetrics(RecordedMetrics):
     def upgraded(self) -> RunMetrics:
         """This record read as the current version (``RECORD_VERSION``); the file is never rewritten. A version-1
         record gets what its fields imply (a ``-dirty`` commit is a dirty tree) and keeps None where nothing was
-        recorded (the start code, the inputs, how many invocations)."""
+        recorded (the start code, the inputs, how many invocations); its benchmark adds what its rows still give
+        (core.api.UpgradesRecords, e.g. summaries an older version did not write)."""
         meta = self.metadata
         if meta.schema_version >= RECORD_VERSION:
             return self
         data = self.dump()
-        data["metadata"] = {**data["metadata"], "schema_version": RECORD_VERSION, "git_dirty": meta.git_sha.endswith("-dirty")}
+        data["metadata"] = {**data.get("metadata", {}), "schema_version": RECORD_VERSION, "git_dirty": meta.git_sha.endswith("-dirty")}
+        benchmark = self.recorded_class("benchmark")
+        if isinstance(benchmark, UpgradesRecords):
+            data = benchmark.upgrade_record(data, self.folder, meta.schema_version)
         upgraded = RunMetrics.model_validate(data)
         upgraded.source = self.source
         return upgraded
@@ -179,6 +197,60 @@ class ProvenanceRecord(OrderedRecord):
     code_at_start: dict[str, Any] = Field(default_factory=dict)
     inputs: dict[str, str] = Field(default_factory=dict)
     invocations: list[Invocation] = Field(default_factory=list)
+
+
+@functools.cache
+def _importable(target: str) -> type | None:
+    try:
+        return get_class(target)
+    except Exception:  # a moved or removed class: the next candidate may still name it
+        return None
+
+
+def recorded_class(targets: Iterable[str | None]) -> type | None:
+    """The first importable class among ``targets`` (class paths, most faithful first).
+
+    Why here: eval/'s shared modules ask a run's benchmark and system what they declare (core.api's optional
+    Protocols: a row's label, what publishing copies, a mechanism row) through the class the run named, never by
+    matching its name; an old record's class path may have moved, so a later candidate (the conf group's current
+    ``_target_`` for the recorded name) stands in."""
+    for target in targets:
+        found = _importable(str(target)) if target else None
+        if found is not None:
+            return found
+    return None
+
+
+def _yaml(path: Path) -> dict[str, Any]:
+    """A YAML mapping ({} when absent or damaged), read once per version of the file (a table asks per row)."""
+    try:
+        stat = path.stat()
+    except OSError:
+        return {}
+    return _yaml_version(path, stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=512)
+def _yaml_version(path: Path, _mtime_ns: int, _size: int) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError, UnicodeDecodeError):
+        data = None
+    return data if isinstance(data, dict) else {}
+
+
+def config_target(folder: Path | None, part: Part) -> str | None:
+    """The ``_target_`` of ``part`` in a run folder's config.yaml (what the run was built from); None without one."""
+    block = _yaml(folder / "config.yaml").get(part) if folder else None
+    return str(block["_target_"]) if isinstance(block, dict) and block.get("_target_") else None
+
+
+def conf_target(part: Part, name: str | None) -> str | None:
+    """The ``_target_`` of conf/<part>/<name>.yaml: the class Hydra builds for that config name today."""
+    if not name or not str(name).replace("_", "").replace("-", "").isalnum():
+        return None
+    target = _yaml(CONF / part / f"{name}.yaml").get("_target_")
+    return str(target) if target else None
 
 
 def _first_error(err: ValidationError) -> str:

@@ -137,7 +137,7 @@ def semantic_config(cfg: DictConfig) -> dict[str, Any]:
     assert isinstance(raw, dict)
     for key in NON_SEMANTIC_KEYS:
         raw.pop(key, None)
-    if not calls_judge(cfg.get("benchmark")):  # e.g. the conflict suite: which judge is configured changes nothing it computes
+    if not calls_judge(cfg.get("benchmark")):  # a benchmark that never asks the judge: which judge is configured changes nothing it computes
         raw.pop("judge", None)
     # cache paths, log levels, server addresses and patience and the attention kernel are where/how, not
     # what (a kernel can move the last bits of a logit, which the response cache, keyed by the request, does
@@ -370,11 +370,11 @@ def _run_locked(cfg: DictConfig, overrides: list[str] | None, run_dir: Path, inp
         ctx = RunContext(run_dir=run_dir, llm=llm, judge=judge, workers=int(cfg.run.workers), embedder=embedder, answerer=answerer,
                          log=log, input_hash=combined_input_hash(inputs), inputs=expected_inputs(cfg, inputs))  # fmt: skip
         ctx.progress = progress_hook(instantiate(cfg.logger), run_dir, semantic_config(cfg), client_usage(llm, judge_llm))  # W&B while it runs
-        if isinstance(system, ReportsRunMetadata):  # e.g. Mem0's "semantic search only (no spaCy model)"
+        if isinstance(system, ReportsRunMetadata):  # how the system was set up for this run (core.api.ReportsRunMetadata)
             ctx.extra_metadata["system_metadata"] = system.run_metadata()
         metrics = benchmark.run(system, ctx)
         earlier = record["invocations"][:-1]
-        if isinstance(system, ReportsMetrics):  # e.g. MOSAIC's LSH fallback rate, NCS drift; the runner's, whatever the benchmark
+        if isinstance(system, ReportsMetrics):  # the system's own counters; the runner's, whatever the benchmark
             metrics["system_metrics"] = kept_system_metrics(earlier, system.metrics(), ctx.system_did_work)
         if "system_metrics" in metrics:
             metrics["system_metrics_scope"] = system_metrics_scope(len(record["invocations"]))
@@ -395,6 +395,7 @@ def _run_locked(cfg: DictConfig, overrides: list[str] | None, run_dir: Path, inp
             "benchmark": str(cfg.benchmark.name),
             "benchmark_target": str(cfg.benchmark._target_),
             "system": str(cfg.system.name),
+            "system_target": str(cfg.system._target_),
             "ablation": str(cfg.ablation_name),
             "config_hash": run_dir.name,
             "llm_model_id": llm.model_id,
@@ -459,7 +460,7 @@ def _summed(invocations: list[dict[str, Any]], field: str, now: dict[str, Any]) 
 
 
 def system_metrics_scope(invocations: int) -> str:
-    """What a run's ``system_metrics`` (the system's own counters: MOSAIC's write and mechanism counts) cover. The
+    """What a run's ``system_metrics`` (the system's own counters: its writes, its mechanisms) cover. The
     counters live in the process: a resumed run's cover the invocation that last ingested or predicted, whose
     work depends on where the earlier one stopped (it may redo an unfinished unit, or skip finished ones), so
     they are comparable with an uninterrupted run's only when the run had one invocation. Each invocation's

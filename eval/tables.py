@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from core.api import LabelsRows
 from eval.record import RecordedMetrics
 
 if TYPE_CHECKING:  # tables are DataFrames, but nothing here calls pandas itself: a finished run's rerun stays light
@@ -21,42 +22,31 @@ def format_pair(stat: dict[str, Any], keys: tuple[str, str] = ("p50", "p95"), di
     return " / ".join(f"{v:.{digits}f}" for v in values)
 
 
-# What a configuration measures, where the system's own name would mislead: ``system.ingest_mode=archival`` puts
-# the turns into Letta's archival (vector) store and answers with the harness's shared answerer, i.e. retrieval
-# through Letta's store, not MemGPT's agent.
-MEASURED_LABELS: dict[tuple[str, str, str], str] = {
-    ("memgpt", "archival", "shared"): "Letta archival store + harness answerer",
-    ("memgpt", "archival", "agent"): "Letta archival store + MemGPT agent answerer",
-}
-
-
-def _system_setting(metrics: dict[str, Any], key: str) -> str | None:
-    """A ``system.<key>`` value as the run recorded it: in its system metrics, else on its command line."""
-    recorded = (metrics.get("system_metrics") or {}).get(key)
-    if recorded is not None:
-        return str(recorded)
-    for setting in RecordedMetrics.of(metrics).system_overrides:
-        if setting.startswith(f"{key}="):
-            return setting.split("=", 1)[1]
-    return None
+def _system_settings(record: RecordedMetrics) -> dict[str, str]:
+    """The ``system.*`` values a run recorded: the command line's, overridden by what the system reported in its
+    ``system_metrics`` (the values it actually ran with)."""
+    settings = dict(setting.split("=", 1) for setting in record.system_overrides if "=" in setting)
+    settings.update({key: str(value) for key, value in (record.system_metrics or {}).items() if isinstance(value, str | int | float | bool)})
+    return settings
 
 
 def system_label(metrics: dict[str, Any]) -> str:
-    """The name of what a row measures: a label the system reports (Zep's), a measured configuration's label
-    (``MEASURED_LABELS``), else the system's config name."""
+    """The name of what a row measures: a label the system reported for the run (``system_metadata.row_label``),
+    else the one its class gives the recorded settings (core.api.LabelsRows), else the system's config name."""
+    record = RecordedMetrics.of(metrics)
     meta = metrics.get("metadata", {})
     reported = (meta.get("system_metadata") or {}).get("row_label")
     if reported:
         return reported
     system = str(meta.get("system", metrics.get("system", "?")))
-    ingest_mode = _system_setting(metrics, "ingest_mode")
-    answer_mode = _system_setting(metrics, "answer_mode") or "shared"
-    return MEASURED_LABELS.get((system, ingest_mode or "", answer_mode), system)
+    cls = record.recorded_class("system")
+    label = cls.row_label(_system_settings(record)) if isinstance(cls, LabelsRows) else None
+    return label or system
 
 
 def row_label(metrics: dict[str, Any]) -> str:
     """A results row's name: what the system measures (``system_label``), its ablation, and the
-    ``system.*`` values its command line set (a sweep's ``system.conflict.k=1`` becomes ``(conflict.k=1)``),
+    ``system.*`` values its command line set (a sweep's ``system.retrieval.k=1`` becomes ``(retrieval.k=1)``),
     so runs that differ only by such a value do not share a name in a table."""
     meta = metrics.get("metadata", {})
     system = system_label(metrics)
@@ -98,9 +88,9 @@ def _jsonl_rows(path: Path) -> list[dict[str, Any]] | None:
 
 def failure_counts(metrics: dict[str, Any] | RecordedMetrics) -> tuple[int | None, int | None]:
     """(failed rows, failed ingest turns) of a run: ``failures.rows`` / ``failures.ingest_turns`` of metrics.json,
-    else what older runs recorded (LoCoMo: ``ingest.failures`` and the judge's and answerer's failures in the row
-    files; conflict suite: each probe's ``failures`` in cases.jsonl plus each context's in ingests.jsonl);
-    None where nothing was recorded."""
+    else what runs from before that block recorded: ``ingest.failures`` and ``overall.judge_failures`` with each
+    prediction row's ``answer_failure``, or each probe's ``failures`` in cases.jsonl plus each context's in
+    ingests.jsonl; None where nothing was recorded."""
     record = RecordedMetrics.of(metrics)
     if record.failures is not None:
         return record.failures.rows, record.failures.ingest_turns
@@ -108,7 +98,7 @@ def failure_counts(metrics: dict[str, Any] | RecordedMetrics) -> tuple[int | Non
     rows: int | None = None
     ingest: int | None = None
     if isinstance(metrics.get("ingest"), dict) and isinstance(metrics["ingest"].get("failures"), int):
-        ingest = metrics["ingest"]["failures"]  # LoCoMo: AddReport failures summed over sessions
+        ingest = metrics["ingest"]["failures"]  # AddReport failures summed over sessions
     predictions = _jsonl_rows(folder / "predictions.jsonl") if folder else None
     if predictions is not None and isinstance((metrics.get("overall") or {}).get("judge_failures"), int):
         rows = metrics["overall"]["judge_failures"] + sum(bool(p.get("answer_failure")) for p in predictions)

@@ -46,7 +46,7 @@ def in_worker() -> bool:
 
 class Progress:
     """Items done of one stage, told to ``ctx.progress`` as they finish, from any thread. For work
-    finer than a stage's items (the sessions inside one LoCoMo conversation), so a logger sees a long
+    finer than a stage's items (the sessions inside one conversation), so a logger sees a long
     ingest move instead of one record at its end."""
 
     def __init__(self, ctx: Any, name: str, total: int) -> None:
@@ -66,7 +66,7 @@ class Progress:
 
 class Stage:
     """One stage's thread pool (``workers`` threads) and progress count; ``map`` may be called from
-    several threads at once (e.g. each LoCoMo conversation hands its questions to one shared pool)."""
+    several threads at once (e.g. each conversation hands its questions to one shared pool)."""
 
     def __init__(self, ctx: Any, name: str, total: int, workers: int | None = None) -> None:
         self.name = name

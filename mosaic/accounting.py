@@ -214,6 +214,18 @@ class MosaicAccounting:
         }
 
 
+def mechanism_row(mechanisms: dict[str, Any]) -> dict[str, Any]:
+    """``mechanism_counts()`` as recorded in metrics.json, flattened for one comparison table row
+    (core.api.SummarisesMechanisms: scripts.compare_runs prints it under its table)."""
+    retrieval, ncs = mechanisms["retrieval"], mechanisms["ncs"]
+    return {**{f"entities_{k}": v for k, v in mechanisms["entities"].items()},
+            **{f"events_{k}": v for k, v in mechanisms["conflict_events"].items()},
+            "scanned_per_query": retrieval["candidates_scanned"]["mean"], "lsh_confident_hits": retrieval["lsh_confident_hits"],
+            "llm_routing_fallbacks": retrieval["llm_routing_fallbacks"], "turn_matches": retrieval.get("turn_matches", 0),
+            "ncs_full_refreshes": ncs["full_refreshes"], "ncs_drift_measurements": ncs["drift_measurements"],
+            "ncs_max_drift": ncs["max_abs_score_drift"], "leiden_reruns": mechanisms["leiden_reruns"]}  # fmt: skip
+
+
 def histogram_summary(histogram: Counter[int]) -> dict[str, Any]:
     """Mean, 95th percentile and max of values given as value -> count (None when empty)."""
     n = sum(histogram.values())

@@ -97,6 +97,8 @@ class EntityExtractor:
     change a reply; the caller still writes the turns one by one, in order.
     """
 
+    oracle_source_parameter = "source"  # source=oracle reads the benchmark's gold facts (core.api.ReadsOracleFacts)
+
     def __init__(
         self,
         llm: LLMClient,

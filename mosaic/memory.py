@@ -29,7 +29,7 @@ from core.api import AddReport, LLMUsage, Retrieved, StoredItem, Turn
 from core.config_check import ConfigKeyError, Count, Share, Size
 from core.embed import Embedder
 from core.llm import GuardedLLM, LLMClient, RetryPolicy, own_usage, retry_policy, usage_since
-from mosaic.accounting import MosaicAccounting, Work
+from mosaic.accounting import MosaicAccounting, Work, mechanism_row
 from mosaic.communities import Communities
 from mosaic.conflict import ConflictDecision, ConflictDetector
 from mosaic.decisions import apply_decisions
@@ -474,6 +474,8 @@ class MosaicMemory:
     def metrics(self) -> dict[str, Any]:
         """System-side numbers for metrics.json: cost per turn, write-path counters, component stats."""
         return self.accounting.metrics(self._spaces, self.extractor, self.gate)
+
+    mechanism_row = staticmethod(mechanism_row)  # the counts below as one table row (core.api.SummarisesMechanisms)
 
     def mechanism_counts(self) -> dict[str, Any]:
         """What each MOSAIC mechanism did, over every namespace loaded in this process (mosaic.accounting)."""

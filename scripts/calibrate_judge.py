@@ -37,7 +37,7 @@ from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig, OmegaConf
 from tqdm import tqdm
 
-from eval.judge import LoCoMoJudge, build_judge
+from eval.judge import AnswerJudge, build_judge
 from eval.benchmarks.locomo.judge_calibration import (
     acceptance,
     at_threshold,
@@ -57,7 +57,7 @@ def compose_config(overrides: list[str]) -> DictConfig:
         return compose("calibrate_judge", overrides=overrides)
 
 
-def calibrate(cfg: DictConfig, judge: LoCoMoJudge) -> dict[str, Any]:
+def calibrate(cfg: DictConfig, judge: AnswerJudge) -> dict[str, Any]:
     """Judge the configured sample with ``judge`` (a reasoning judge); return the record."""
     cal = cfg.calibration
     items = load_bank(Path(cal.bank_dir), list(cal.held_out_conversations))

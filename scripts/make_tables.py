@@ -4,9 +4,9 @@
 
 Groups runs by benchmark, calls that benchmark class's static ``make_table`` (class path
 recorded in metrics.json as ``benchmark_target``), writes <out>/<benchmark>.{md,csv,tex}
-and prints the Markdown; a class's optional ``make_extra_tables`` adds more (LoCoMo: the
+and prints the Markdown; a class's optional ``make_extra_tables`` (core.api.HasExtraTables) adds more (LoCoMo: the
 judge-and-gold view, locomo_judge_gold.*; the README's headline views, *_headline.*; recall at equal token
-budgets, locomo_budget.*) and an optional ``make_figures`` draws PNGs into <out> (LoCoMo: recall against tokens). The
+budgets, locomo_budget.*) and an optional ``make_figures`` (core.api.DrawsFigures) draws PNGs into <out> (LoCoMo: recall against tokens). The
 scaling benchmark's files under results/bench/ become <out>/scaling.*, each amortised figure
 labelled measured or extrapolated.
 
@@ -29,8 +29,9 @@ import pandas as pd
 import yaml
 from hydra.utils import get_class
 
-from core.api import HarnessError
+from core.api import DrawsFigures, HarnessError, HasExtraTables
 from eval.benchmarks.halumem import retrieval_table as halumem_retrieval
+from eval.benchmarks.locomo import slice_label
 from eval.benchmarks.halumem.mechanism_table import mechanism_table
 from eval.benchmarks.locomo import retrieval_table as locomo_retrieval
 from eval.benchmarks.locomo.retrieval import is_retrieval_only
@@ -57,7 +58,7 @@ def load_runs(root: Path, retrieval_only: bool = False) -> dict[str, list[dict[s
     groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for path in sorted(root.rglob("metrics.json")):
         try:
-            metrics = load_metrics(path).as_table_input()  # through the typed run record; ``_path``: where it was read
+            metrics = load_metrics(path).upgraded().as_table_input()  # the typed run record, read as the current version
         except HarnessError as err:
             raise SystemExit(str(err)) from err
         if not _field(metrics, "benchmark_target") or not _field(metrics, "benchmark"):
@@ -122,16 +123,14 @@ def build(root: Path, out: Path, convention: str | None = None) -> dict[str, str
             if md_path.exists():
                 md_path.write_text(md_path.read_text(encoding="utf-8").rstrip("\n") + notes + "\n", encoding="utf-8")
         written[benchmark] = to_markdown(table) + notes
-        extra = getattr(cls, "make_extra_tables", None)  # e.g. LoCoMo's judge-and-gold view
-        for name, extra_table in (extra(runs) if extra else {}).items():
+        for name, extra_table in (cls.make_extra_tables(runs) if isinstance(cls, HasExtraTables) else {}).items():
             write_tables(extra_table, out / name)
             note = short_provenance_note(runs, benchmark) if NOT_CLEAN_MARK in " ".join(map(str, extra_table.index)) + " ".join(map(str, extra_table.columns)) else ""
             if note:
                 md_path = (out / name).with_suffix(".md")
                 md_path.write_text(md_path.read_text(encoding="utf-8").rstrip("\n") + note + "\n", encoding="utf-8")
             written[name] = to_markdown(extra_table) + note
-        figures = getattr(cls, "make_figures", None)  # e.g. LoCoMo's recall against tokens
-        for path in figures(runs, out) if figures else []:
+        for path in cls.make_figures(runs, out) if isinstance(cls, DrawsFigures) else []:
             print(f"figure: {_shown(str(path))}")
     return written
 

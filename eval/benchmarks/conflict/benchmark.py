@@ -58,6 +58,7 @@ class ConflictBenchmark:
     """Run an injected-conflict suite through any MemorySystem and score its AddReports."""
 
     calls_judge = False  # scored from AddReports alone: conf/judge stays out of the run's config hash
+    input_parameters = ("suite",)  # the file hashed into a run's identity (core.api.DeclaresInputs)
 
     def __init__(
         self,

@@ -54,6 +54,7 @@ from eval.benchmarks.halumem.decomposition import decomposition as decomposition
 from eval.benchmarks.halumem.judge import QA_LABELS, UPDATE_LABELS, HaluMemJudge, Verdict
 from eval.benchmarks.halumem.mechanism import chain_row, gold_replacements, mechanism_metrics, probe_session
 from eval.benchmarks.halumem.metrics import PROTOCOL, by_memory_type, by_question_type, extraction_metrics, label_metrics, ranking_metrics
+from eval.benchmarks.halumem.public import publish_copy
 from eval.benchmarks.halumem.retrieval import RETRIEVAL_STAGES, run_halumem_retrieval
 from eval.benchmarks.halumem.retrieval_paired import recompute_retrieval
 from eval.benchmarks.halumem.table import make_table
@@ -126,6 +127,8 @@ def dialogue_text(session: Session) -> str:
 @dataclass
 class HaluMemBenchmark:
     """HaluMem on any ``MemorySystem``; see the module docstring for the protocol."""
+
+    input_parameters = ("path",)  # the file hashed into a run's identity (core.api.DeclaresInputs); the hub has none
 
     path: str | None = None
     variant: str | None = None  # Medium | Long: table label and hub file; None = from the file name
@@ -537,3 +540,6 @@ class HaluMemBenchmark:
     comparison = staticmethod(paired_comparison)  # scripts.compare_runs: eval/benchmarks/halumem/compare.py
     recompute_retrieval = staticmethod(recompute_retrieval)  # scripts.add_fields: retrieval_paired.py
     decomposition = staticmethod(decomposition_columns)  # results/tables/decomposition: decomposition.py
+    # what of a run folder may be published (core.api.PublishesOwnCopy): HaluMem's data is CC BY-NC-ND 4.0, so rows
+    # without dataset text and no saved memory (eval/benchmarks/halumem/public.py, docs/halumem.md "Publishing a run")
+    publish_copy = staticmethod(publish_copy)

@@ -23,13 +23,13 @@ from core.api import MemorySystem
 from core.config_check import ConfigKeyError
 from eval.benchmarks.locomo.audit import GOLD_MODES, audited_keys
 from eval.benchmarks.locomo.compare import comparison as paired_comparison
-from eval.benchmarks.locomo.data import CONVENTIONS, Episode, Question, SliceSpec, load_locomo, slice_episodes
+from eval.benchmarks.locomo.data import CONVENTIONS, Episode, Question, SliceSpec, config_problems, load_locomo, slice_episodes
 from eval.benchmarks.locomo.metrics import aggregate, gold_slices, ingest_summary, paired_judgements
 from eval.benchmarks.locomo.decomposition import decomposition as decomposition_columns
 from eval.benchmarks.locomo.retrieval import FULL_STAGES, RETRIEVAL_STAGES, check_stages, is_retrieval_only, run_retrieval
 from eval.benchmarks.locomo.retrieval_paired import recompute_retrieval
 from eval.benchmarks.locomo.stages import Search, ingest, judged, judgement_row, predict, predicted, search, searches_in_order
-from eval.benchmarks.locomo.table import headline_table, judge_gold_table, locomo_table
+from eval.benchmarks.locomo.table import headline_table, judge_gold_table, locomo_table, upgrade_record
 from eval.context import JsonlRows, RunContext
 from eval.intervals import report_settings
 from eval.metrics import percentiles
@@ -42,6 +42,8 @@ if TYPE_CHECKING:  # tables are built in eval.benchmarks.locomo.table, which imp
 @dataclass
 class LoCoMoBenchmark:
     """Config: conf/benchmark/locomo.yaml. ``run`` returns the metrics dict (the runner adds metadata)."""
+
+    input_parameters = ("path", "audit_errata")  # the files hashed into a run's identity (core.api.DeclaresInputs)
 
     path: str = "data/locomo10.json"
     name: str = "locomo"
@@ -228,6 +230,9 @@ class LoCoMoBenchmark:
         return judgements
 
     # -- tables ----------------------------------------------------------------------------
+    config_problems = staticmethod(config_problems)  # its own keys' checks, before anything is built (core.api.ChecksOwnConfig)
+    upgrade_record = staticmethod(upgrade_record)  # what a version-1 record lacks, from its rows (core.api.UpgradesRecords)
+
     @staticmethod
     def make_table(metrics_list: list[dict[str, Any]], convention: str | None = None) -> pd.DataFrame:
         """Table 1: one row per run (system / ablation), categories x judge/F1/BLEU-1 with CIs; retrieval-only runs

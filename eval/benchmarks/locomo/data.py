@@ -237,6 +237,29 @@ class SliceSpec:
     max_questions: int | None = None
 
 
+def config_problems(block: Any) -> list[str]:
+    """The LoCoMo keys eval.config_checks cannot know (core.api.ChecksOwnConfig): ``conversations`` (indices or
+    sample ids) and ``exclude_categories`` (the file's category numbers, both conventions), each as
+    ``benchmark.<key>=<value>: must be ...``."""
+    found = []
+    conversations = block.get("conversations") if block is not None else None
+    if conversations is not None:
+        if isinstance(conversations, str) or not isinstance(conversations, Sequence) or not conversations:
+            found.append(f"benchmark.conversations={conversations!r}: must be null (all) or a non-empty list of indices >= 0 / sample ids")
+        else:
+            bad = [c for c in conversations if isinstance(c, bool) or not (isinstance(c, str) or (isinstance(c, int) and c >= 0))]
+            if bad:
+                found.append(f"benchmark.conversations has {bad}: each must be an index >= 0 or a sample id such as conv-26")
+    categories = block.get("exclude_categories") if block is not None else None
+    if categories is not None:
+        known = sorted(CONVENTIONS["locomo"])
+        if isinstance(categories, str) or not isinstance(categories, Sequence) or any(isinstance(c, bool) or not isinstance(c, int) for c in categories):
+            found.append(f"benchmark.exclude_categories={categories!r}: must be a list of category numbers, e.g. [5]")
+        elif any(c not in known for c in categories):
+            found.append(f"benchmark.exclude_categories={list(categories)!r}: LoCoMo's categories are {known}, e.g. [5]")
+    return found
+
+
 def pick_conversations(all_convs: list[Conversation], wanted: Sequence[int | str] | None) -> list[Conversation]:
     if wanted is None:
         return list(all_convs)

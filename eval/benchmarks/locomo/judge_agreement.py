@@ -23,7 +23,7 @@ from eval.benchmarks.locomo.metrics import gold_slices, paired_judgements
 from eval.benchmarks.locomo.stages import judged, judgement_row
 from eval.benchmarks.locomo.table import table_audited_keys
 from eval.context import JsonlRows
-from eval.judge import LoCoMoJudge
+from eval.judge import AnswerJudge
 from eval.rows import read_rows
 from eval.runner import read_metrics
 
@@ -63,7 +63,7 @@ def check_rejudgeable(run_dir: Path) -> dict[str, Any]:
     return read_metrics(metrics_path)
 
 
-def rejudge(run_dir: Path, judge: LoCoMoJudge, judge_model_id: str, n_samples: int = 1000, seed: int = 0, section_key: str = "judge2") -> dict[str, Any]:
+def rejudge(run_dir: Path, judge: AnswerJudge, judge_model_id: str, n_samples: int = 1000, seed: int = 0, section_key: str = "judge2") -> dict[str, Any]:
     """Judge the run's predictions with ``judge``, write the rows, add ``section_key`` (``judge2``, or
     ``judge_calibrated`` for Table 1's calibrated column) to metrics.json; return it."""
     metrics_path = run_dir / "metrics.json"

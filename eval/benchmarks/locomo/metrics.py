@@ -12,7 +12,7 @@ from core.api import LLMUsage
 from eval.benchmarks.locomo.audit import GOLD_MODES
 from eval.benchmarks.locomo.data import CONVENTIONS
 from eval.budget import budget_recall, row_returned_tokens
-from eval.metrics import bleu1, bootstrap_ci, evidence_recall, percentiles, set_f1_mem0, token_f1
+from eval.metrics import bleu1, bootstrap_ci, evidence_recall, percentiles, set_f1, token_f1
 from eval.rows import SCORED_ROW_FIELD, scores
 from eval.tokens import token_summary
 
@@ -30,7 +30,7 @@ def score_row(prediction: dict[str, Any]) -> dict[str, Any]:
     """LLM-free per-question metrics."""
     return {
         "f1": token_f1(prediction["prediction"], prediction["gold"]),
-        "f1_set_mem0": set_f1_mem0(prediction["prediction"], prediction["gold"]),
+        "f1_set_mem0": set_f1(prediction["prediction"], prediction["gold"]),  # Mem0's harness's F1
         "bleu1": bleu1(prediction["prediction"], prediction["gold"]),
         "evidence_recall": evidence_recall(prediction["evidence"], prediction["retrieved_turn_ids"]),
     }

@@ -15,7 +15,7 @@ from core.api import AddReport, LLMUsage, MemorySystem
 from core.llm import own_usage, usage_since
 from eval.benchmarks.locomo.data import Episode, Question, Session
 from eval.context import JsonlRows, RunContext
-from eval.judge import LoCoMoJudge
+from eval.judge import AnswerJudge
 from eval.rows import SCORED_ROW_FIELD, row_sha256, scores
 from eval.tokens import returned_token_fields
 from eval.workers import Progress, in_worker
@@ -172,6 +172,6 @@ def judged(judgements: JsonlRows, prediction: dict[str, Any]) -> bool:
     return bool(scores(row, prediction) and row and row.get("label") is not None)
 
 
-def judgement_row(judge: LoCoMoJudge, prediction: dict[str, Any]) -> dict[str, Any]:
+def judgement_row(judge: AnswerJudge, prediction: dict[str, Any]) -> dict[str, Any]:
     """The judge's verdict on one prediction, with the hash of the row it judged (``scored_row_sha256``)."""
     return {"key": prediction["key"], SCORED_ROW_FIELD: row_sha256(prediction), **judge.judge(prediction["question"], prediction["gold"], prediction["prediction"])}

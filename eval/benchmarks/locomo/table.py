@@ -42,10 +42,20 @@ def table_audited_keys(predictions: list[dict[str, Any]]) -> set[str] | None:
 
 
 def run_gold_slices(metrics: dict[str, Any]) -> dict[str, Any] | None:
-    """``gold_slices`` of a run: from metrics.json, else rebuilt from its rows (no LLM: judgements exist)."""
-    if metrics.get("gold_slices"):
-        return metrics["gold_slices"]
-    folder = Path(metrics.get("_path", "")).parent
+    """``gold_slices`` of a run as its record holds them (records of version 1 get them from ``upgrade_record``)."""
+    return metrics.get("gold_slices") or None
+
+
+def upgrade_record(data: dict[str, Any], folder: Path | None, version: int) -> dict[str, Any]:
+    """A LoCoMo record of an older version with what its rows still give (core.api.UpgradesRecords): version 1
+    records lack ``gold_slices``, rebuilt here from predictions.jsonl and judgements.jsonl (no LLM call)."""
+    if version >= 2 or data.get("gold_slices") or folder is None:
+        return data
+    slices = _gold_slices_from_rows(data, folder)
+    return {**data, "gold_slices": slices} if slices is not None else data
+
+
+def _gold_slices_from_rows(metrics: dict[str, Any], folder: Path) -> dict[str, Any] | None:
     if not (folder / "predictions.jsonl").is_file() or not (folder / "judgements.jsonl").is_file():
         return None
     predictions = read_rows(folder / "predictions.jsonl")

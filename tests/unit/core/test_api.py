@@ -82,3 +82,37 @@ def test_eval_and_core_import_nothing_from_mosaic():
     assert not found
     assert (REPO / "core" / "quantities.py").is_file() and not (REPO / "mosaic" / "values.py").exists()
 
+
+
+# what eval/'s shared modules ask of a benchmark's or system's class, and the classes that declare each today
+CLASS_CAPABILITIES = {
+    api.ChecksOwnConfig: ["eval.benchmarks.locomo.LoCoMoBenchmark"],
+    api.ReadsOracleFacts: ["baselines.rag.RagMemory", "mosaic.extract.EntityExtractor"],
+    api.DeclaresRanking: ["baselines.full_context.FullContextMemory"],
+    api.LabelsRows: ["baselines.memgpt.MemGPTMemory"],
+    api.SummarisesMechanisms: ["mosaic.memory.MosaicMemory"],
+    api.PublishesOwnCopy: ["eval.benchmarks.halumem.HaluMemBenchmark"],
+    api.HasExtraTables: ["eval.benchmarks.locomo.LoCoMoBenchmark", "eval.benchmarks.conflict.ConflictBenchmark"],
+    api.DrawsFigures: ["eval.benchmarks.locomo.LoCoMoBenchmark"],
+    api.UpgradesRecords: ["eval.benchmarks.locomo.LoCoMoBenchmark"],
+    api.DeclaresInputs: ["eval.benchmarks.locomo.LoCoMoBenchmark", "eval.benchmarks.halumem.HaluMemBenchmark",
+                         "eval.benchmarks.conflict.ConflictBenchmark", "baselines.memgpt.MemGPTMemory"],
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("protocol", list(CLASS_CAPABILITIES), ids=lambda p: p.__name__)
+def test_each_class_capability_is_declared_on_the_classes_that_have_it_and_not_on_a_plain_class(protocol):
+    from hydra.utils import get_class
+
+    assert protocol.__module__ == "core.api" and getattr(protocol, "_is_runtime_protocol", False) and protocol.__doc__
+    assert all(isinstance(get_class(target), protocol) for target in CLASS_CAPABILITIES[protocol])
+    assert not isinstance(type("Plain", (), {}), protocol)
+
+
+def test_eval_never_looks_a_class_hook_up_by_name():
+    hooks = ("config_problems", "oracle_source_parameter", "ranks_search", "row_label", "mechanism_row", "publish_copy",
+             "make_extra_tables", "make_figures", "upgrade_record", "input_parameters")
+    by_name = re.compile(r"""\b(?:hasattr|getattr)\(\s*[\w.]+\s*,\s*["'](%s)["']""" % "|".join(hooks))
+    found = [f"{path.relative_to(REPO)}: {m.group(0)}" for layer in ("eval", "scripts") for path in sorted((REPO / layer).rglob("*.py"))
+             for m in by_name.finditer(path.read_text(encoding="utf-8"))]  # fmt: skip
+    assert not found, "read these through core.api's Protocols with isinstance: " + "; ".join(found)

@@ -15,7 +15,7 @@ from eval.metrics import (
     evidence_recall,
     normalize_answer,
     percentiles,
-    set_f1_mem0,
+    set_f1,
     token_f1,
 )
 
@@ -41,12 +41,12 @@ def test_token_f1_edges():
     assert token_f1(2022, "2022") == 1.0  # integer gold answers exist in LoCoMo
 
 
-def test_set_f1_mem0_differs_from_squad_where_it_should():
-    assert set_f1_mem0("dog dog cat", "dog cat cat") == 1.0  # sets ignore duplicates
+def test_set_f1_differs_from_squad_where_it_should():
+    assert set_f1("dog dog cat", "dog cat cat") == 1.0  # sets ignore duplicates
     # Mem0 keeps articles: {a, cat} vs {the, cat} -> P = R = 1/2
-    assert set_f1_mem0("a cat", "the cat") == pytest.approx(0.5)
+    assert set_f1("a cat", "the cat") == pytest.approx(0.5)
     assert token_f1("a cat", "the cat") == 1.0
-    assert set_f1_mem0("The cat.", "the cat") == 1.0
+    assert set_f1("The cat.", "the cat") == 1.0
 
 
 def test_bleu1_brevity_penalty_and_clipping():

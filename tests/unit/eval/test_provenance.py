@@ -1,9 +1,10 @@
-"""eval.provenance.code_version: what makes a run's code dirty (and so its rows unpublishable)."""
+"""eval.provenance: what makes a run's code dirty (and so its rows unpublishable), and which files are its inputs."""
 
 from __future__ import annotations
 
 import json
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -84,3 +85,27 @@ def test_code_config_and_prompt_edits_change_the_code_identity(path, tmp_path, m
     record.start(started, {}, False, lambda p, payload: p.write_text(json.dumps(payload)))
     with pytest.raises(provenance.CodeChangedError):
         record.check_resume(committed, allow_code_change=False)
+
+
+class ReadsTwoFiles:
+    """A benchmark that declares its input files (core.api.DeclaresInputs); ``notes`` names a file but is no input."""
+
+    input_parameters = ("data", "extra")
+
+    def __init__(self, data: str = "", extra: str = "default_extra.json", notes: str = "") -> None: ...
+
+
+def test_run_inputs_are_the_files_the_classes_declare_not_any_string_naming_a_file(tmp_path, monkeypatch):
+    from omegaconf import OmegaConf
+
+    from eval.provenance import input_files, input_hashes
+
+    monkeypatch.chdir(tmp_path)
+    for name in ("data.json", "notes.txt", "default_extra.json"):
+        (tmp_path / name).write_text(name)
+    block = {"_target_": f"{__name__}.ReadsTwoFiles", "data": "data.json", "notes": "notes.txt"}
+    cfg = OmegaConf.create({"benchmark": block, "system": {"_target_": "baselines.rag.RagMemory", "name": "notes.txt"}})
+    # the constructor's default names the extra file the run reads; notes and the system's strings are no input
+    assert input_files(cfg) == {"benchmark.data": Path("data.json"), "benchmark.extra": Path("default_extra.json")}
+    (tmp_path / "default_extra.json").unlink()  # a declared file that is absent is not hashed
+    assert list(input_hashes(cfg)) == ["benchmark.data"]

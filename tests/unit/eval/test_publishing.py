@@ -275,17 +275,20 @@ def test_a_halumem_folder_is_refused_when_it_cannot_be_published_without_text(tm
     assert [p.name for p in target.parent.iterdir()] == ["h1"]  # no staging folder left behind
 
 
-def test_a_halumem_run_is_recognised_by_its_metrics_its_config_or_its_path(tmp_path):
-    from eval.publishing import is_halumem
+def test_a_run_whose_benchmark_publishes_its_own_copy_is_recognised_by_its_metrics_its_config_or_its_path(tmp_path):
+    """Publishing asks the run's benchmark class (core.api.PublishesOwnCopy), found from any record of it."""
+    from eval.benchmarks.halumem import HaluMemBenchmark
+    from eval.publishing import own_copy
 
     elsewhere = tmp_path / "runs" / "x" / "rag" / "none" / "h"
     elsewhere.mkdir(parents=True)
-    assert not is_halumem(elsewhere, {"benchmark": "locomo"})
-    assert is_halumem(elsewhere, {"benchmark": "halumem"})
-    assert is_halumem(elsewhere, {"metadata": {"benchmark_target": "eval.benchmarks.halumem.HaluMemBenchmark"}})
-    assert is_halumem(tmp_path / "runs" / "halumem" / "rag" / "none" / "h", {})
+    assert own_copy(elsewhere, {"benchmark": "locomo"}) is None  # LoCoMo declares no copy of its own: copied whole
+    assert own_copy(elsewhere, {"benchmark": "halumem"}) is HaluMemBenchmark
+    assert own_copy(elsewhere, {"metadata": {"benchmark_target": "eval.benchmarks.halumem.HaluMemBenchmark"}}) is HaluMemBenchmark
+    assert own_copy(tmp_path / "runs" / "halumem" / "rag" / "none" / "h", {}) is HaluMemBenchmark
+    # the name alone fails to match and the class still answers
     (elsewhere / "config.yaml").write_text("benchmark:\n  _target_: eval.benchmarks.halumem.benchmark.HaluMemBenchmark\n  name: mine\n")
-    assert is_halumem(elsewhere, {})
+    assert own_copy(elsewhere, {"benchmark": "mine"}) is HaluMemBenchmark
 
 
 def test_a_locomo_run_is_still_published_whole(tmp_path):

@@ -144,3 +144,37 @@ def test_kept_counters_come_from_the_last_invocation_that_used_the_system():
     assert kept_system_metrics(earlier, {"n": 0}, did_work=False) == {"n": 2}  # unmarked (older) entries are unknown
     assert kept_system_metrics(earlier, {"n": 5}, did_work=True) == {"n": 5}
     assert kept_system_metrics([], {"n": 0}, did_work=False) == {"n": 0}
+
+
+def test_a_record_names_its_classes_by_what_it_recorded_then_its_config_then_its_conf_name(tmp_path):
+    """eval/'s shared modules ask these classes what they declare; an old record without the system's class path
+    finds it in its config.yaml, and a class path that moved gives way to the conf group's current one."""
+    from eval.benchmarks.locomo import LoCoMoBenchmark
+    from eval.record import recorded_class
+
+    recorded = RecordedMetrics.of({"metadata": {"system": "mine", "system_target": "baselines.rag.RagMemory"}})
+    assert recorded.recorded_class("system") is RagMemory
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.yaml").write_text("system:\n  _target_: baselines.rag.RagMemory\n  name: mine\n")
+    from_config = RecordedMetrics.of({"metadata": {"system": "mine"}, "_path": str(run / "metrics.json")})
+    assert from_config.recorded_class("system") is RagMemory
+    moved = RecordedMetrics.of({"metadata": {"benchmark": "locomo", "benchmark_target": "eval.gone.LoCoMoBenchmark"}})
+    assert moved.recorded_class("benchmark") is LoCoMoBenchmark  # conf/benchmark/locomo.yaml
+    assert RecordedMetrics.of({"metadata": {"system": "../conf/x"}}).recorded_class("system") is None
+    assert recorded_class([None, "no.such.Class"]) is None
+
+
+class AddsWhatRowsGive:
+    @staticmethod
+    def upgrade_record(data: dict, folder: Path | None, version: int) -> dict:
+        return {**data, "rebuilt": {"from_version": version, "folder": str(folder)}}
+
+
+def test_the_one_upgrader_lets_the_benchmark_add_what_an_old_record_lacks(tmp_path):
+    """core.api.UpgradesRecords: called once, for a record below the current version only, with its folder."""
+    meta = {"schema_version": 1, "git_sha": "abc", "benchmark": "mine", "benchmark_target": f"{__name__}.AddsWhatRowsGive"}
+    old = RunMetrics.of({"metadata": meta, "_path": str(tmp_path / "metrics.json")}).upgraded()
+    assert old.metadata.schema_version == RECORD_VERSION and getattr(old, "rebuilt") == {"from_version": 1, "folder": str(tmp_path)}
+    current = RunMetrics.of({"metadata": {**meta, "schema_version": RECORD_VERSION}}).upgraded()
+    assert not hasattr(current, "rebuilt")

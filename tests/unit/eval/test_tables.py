@@ -50,6 +50,22 @@ def test_archival_memgpt_row_is_named_for_what_it_measures():
         assert any(str(label).startswith("Letta archival store + harness answerer") for label in table.index)
 
 
+class NamesItsRows:
+    @staticmethod
+    def row_label(settings: dict[str, str]) -> str | None:
+        return f"measured {settings['mode']}" if settings.get("mode") else None
+
+
+def test_a_row_is_labelled_by_the_system_class_it_recorded_or_by_what_the_system_reported():
+    """core.api.LabelsRows on the recorded class, from the run's settings (its system_metrics, its command line)."""
+    meta = {"system": "labeller", "system_target": f"{__name__}.NamesItsRows", "overrides": ["system.mode=x"]}
+    assert row_label({"metadata": meta}) == "measured x (mode=x)"
+    assert row_label({"metadata": meta, "system_metrics": {"mode": "y"}}) == "measured y (mode=x)"  # what it ran with wins
+    assert row_label({"metadata": {**meta, "overrides": []}}) == "labeller"
+    reported = {**meta, "system_metadata": {"row_label": "as reported"}}
+    assert row_label({"metadata": reported}) == "as reported (mode=x)"
+
+
 def test_no_published_table_names_the_archival_row_memgpt():
     for table in (REPO / "results" / "tables").glob("*.md"):
         assert "| memgpt (ingest_mode=archival)" not in table.read_text(encoding="utf-8"), table

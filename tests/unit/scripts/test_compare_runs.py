@@ -48,7 +48,8 @@ def test_mosaic_runs_get_their_mechanism_counts_under_the_table(tmp_path):
     base = locomo_run(tmp_path, "rag", [1, 0, 0, 1])
     other = locomo_run(tmp_path, "mosaic", [1, 1, 0, 1])
     metrics = json.loads((other / "metrics.json").read_text())
-    (other / "metrics.json").write_text(json.dumps({**metrics, "system_metrics": {"mechanisms": MECHANISMS}}))
+    recorded = {**metrics, "metadata": {**metrics["metadata"], "system": "mosaic"}, "system_metrics": {"mechanisms": MECHANISMS}}
+    (other / "metrics.json").write_text(json.dumps(recorded))  # the system's class (conf/system/mosaic.yaml) flattens them
     out = tmp_path / "cmp.json"
     result = compare_main([str(base), str(other), "--out", str(out), "--samples", "100"])
     assert set(result["mechanisms"]) == {str(other)}  # rag records none: no row for it
@@ -63,7 +64,8 @@ def test_the_script_compares_halumem_runs_and_refuses_a_session_cut_elsewhere(tm
     other = halumem_run(tmp_path, "other", ["Correct", "Correct"], ["Omission"])
     out = tmp_path / "cmp.json"
     metrics = json.loads((other / "metrics.json").read_text())
-    (other / "metrics.json").write_text(json.dumps({**metrics, "system_metrics": {"mechanisms": MECHANISMS}}))
+    recorded = {**metrics, "metadata": {**metrics["metadata"], "system": "mosaic"}, "system_metrics": {"mechanisms": MECHANISMS}}
+    (other / "metrics.json").write_text(json.dumps(recorded))  # the system's class (conf/system/mosaic.yaml) flattens them
     result = compare_main([str(base), str(other), "--out", str(out), "--samples", "100", "--sessions", "2"])
     assert result["comparisons"][0]["quality"]["qa_correct"]["mean"] == pytest.approx(1 / 2)
     written = out.with_suffix(".md").read_text()

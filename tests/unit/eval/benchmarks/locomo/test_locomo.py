@@ -603,9 +603,13 @@ def test_oracle_switches_need_a_benchmark_that_attaches_gold_facts():
         bench = {"name": "locomo"} | ({} if oracle_facts is None else {"oracle_facts": oracle_facts})
         return OmegaConf.create({"system": system, "benchmark": bench})
 
-    assert any("system.extract.source=oracle" in p for p in problems(cfg({"extract": {"source": "oracle"}}, False)))
-    assert any("system.source=oracle" in p for p in problems(cfg({"source": "oracle"}, None)))
-    assert problems(cfg({"extract": {"source": "oracle"}}, True)) == [] and problems(cfg({"source": "turns"}, False)) == []
+    # the switch is the setting a class declares (core.api.ReadsOracleFacts), found in the system block or one inside it
+    mosaic = {"_target_": "mosaic.memory.MosaicMemory", "extract": {"_target_": "mosaic.extract.EntityExtractor", "source": "oracle"}}
+    rag = {"_target_": "baselines.rag.RagMemory", "source": "oracle"}
+    assert any("system.extract.source=oracle" in p for p in problems(cfg(mosaic, False)))
+    assert any("system.source=oracle" in p for p in problems(cfg(rag, None)))
+    assert problems(cfg(mosaic, True)) == [] and problems(cfg({**rag, "source": "turns"}, False)) == []
+    assert problems(cfg({"_target_": "baselines.full_context.FullContextMemory", "source": "oracle"}, False)) == []  # no such switch
     other = OmegaConf.create({"system": {"extract": {"source": "oracle"}}, "benchmark": {
         "_target_": "eval.benchmarks.conflict.suite.SuiteCase", "name": "other", "oracle_facts": True}})
     assert any("benchmark 'other' ships no gold facts" in p for p in problems(other))
