@@ -38,3 +38,16 @@ def base_record(base_dir: Path) -> str:
     """How the base run is named in the section: its path under results/published/runs when it lies there."""
     parts = Path(base_dir).resolve().parts
     return "/".join(parts[-4:])
+
+
+def recorded_settings(run_dir: Path) -> tuple[dict[str, Any], int, int, list[int]]:
+    """What a finished retrieval run was measured with, as it recorded it (so a recomputation repeats it): its
+    benchmark block (config.yaml), bootstrap seed and samples, and the ks of its metrics.json."""
+    import json
+
+    import yaml
+
+    metrics = json.loads((run_dir / "metrics.json").read_text(encoding="utf-8"))
+    config = yaml.safe_load((run_dir / "config.yaml").read_text(encoding="utf-8"))
+    bench = config["benchmark"]
+    return bench, bench.get("seed", config.get("seed", 0)), int(bench["bootstrap_samples"]), list(metrics["retrieval"]["ks"])

@@ -15,7 +15,7 @@ from typing import Any
 
 from eval.benchmarks.halumem.retrieval import session_of_id
 from eval.retrieval_metrics import metric_names, question_scores
-from eval.retrieval_paired import SECTION, Scored, base_record, paired_differences
+from eval.retrieval_paired import SECTION, Scored, base_record, paired_differences, recorded_settings
 
 ROWS_FILE = "halumem_retrievals.jsonl"
 
@@ -43,21 +43,13 @@ def paired_to_base(rows: list[dict[str, Any]], base_rows: list[dict[str, Any]], 
 def recompute_retrieval(run_dir: Path, base_dir: Path | None) -> dict[str, Any] | None:
     """The run's retrieval metrics from its ranked rows and, unless it is the base, its paired differences to
     ``base_dir``; None without ``halumem_retrievals.jsonl``."""
-    import json
-
-    import yaml
-
     from eval.benchmarks.halumem.retrieval import retrieval_metrics
     from eval.rows import read_rows
 
     run_dir = Path(run_dir)
     if not (run_dir / ROWS_FILE).is_file():
         return None
-    metrics = json.loads((run_dir / "metrics.json").read_text(encoding="utf-8"))
-    config = yaml.safe_load((run_dir / "config.yaml").read_text(encoding="utf-8"))
-    bench = config["benchmark"]
-    seed, samples = bench.get("seed", config.get("seed", 0)), int(bench["bootstrap_samples"])
-    ks = list(metrics["retrieval"]["ks"])
+    _, seed, samples, ks = recorded_settings(run_dir)
     rows = read_rows(run_dir / ROWS_FILE)
     recomputed: dict[str, Any] = {"retrieval": retrieval_metrics(rows, ks, samples, seed)}
     if base_dir is not None and Path(base_dir).resolve() != run_dir.resolve():

@@ -16,7 +16,7 @@ from typing import Any
 from eval.benchmarks.locomo.retrieval import ADVERSARIAL, LEVELS
 from eval.budget import recall_at_budget, row_item_tokens
 from eval.retrieval_metrics import metric_names, question_scores, ranked_units
-from eval.retrieval_paired import SECTION, Scored, base_record, paired_differences
+from eval.retrieval_paired import SECTION, Scored, base_record, paired_differences, recorded_settings
 
 
 def _scores(rows: list[dict[str, Any]], unit: Any, ks: Sequence[int], ndcg_k: int) -> Scored:
@@ -54,10 +54,6 @@ def paired_to_base(rows: list[dict[str, Any]], base_rows: list[dict[str, Any]], 
 def recompute_retrieval(run_dir: Path, base_dir: Path | None) -> dict[str, Any] | None:
     """The run's retrieval metrics from its ranked rows (cluster intervals; tokens and budgets where its rows record
     tokens) and, unless it is the base, its paired differences to ``base_dir``; None without ``retrievals.jsonl``."""
-    import json
-
-    import yaml
-
     from eval.benchmarks.locomo.retrieval import retrieval_metrics
     from eval.intervals import report_settings
     from eval.rows import read_rows
@@ -65,11 +61,7 @@ def recompute_retrieval(run_dir: Path, base_dir: Path | None) -> dict[str, Any] 
     run_dir = Path(run_dir)
     if not (run_dir / "retrievals.jsonl").is_file():
         return None
-    metrics = json.loads((run_dir / "metrics.json").read_text(encoding="utf-8"))
-    config = yaml.safe_load((run_dir / "config.yaml").read_text(encoding="utf-8"))
-    bench = config["benchmark"]
-    seed, samples = bench.get("seed", config.get("seed", 0)), int(bench["bootstrap_samples"])
-    ks = list(metrics["retrieval"]["ks"])
+    bench, seed, samples, ks = recorded_settings(run_dir)
 
     def ordered(folder: Path) -> list[dict[str, Any]]:
         return sorted(read_rows(folder / "retrievals.jsonl"), key=lambda r: (r["sample_id"], r["qa_index"]))
